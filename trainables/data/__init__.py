@@ -1,0 +1,1 @@
+"""Corpora in, padded tensors out: reading, label maps, data fractions, sub-word alignment."""

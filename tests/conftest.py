@@ -1,0 +1,73 @@
+"""Shared fixtures: a tiny saved model folder and tiny synthetic CoNLL corpora, made offline."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.tiny import tiny_model_folder
+
+PEOPLE = [["john", "smith"], ["mary"], ["john"]]
+PLACES = [["paris"], ["new", "york"], ["london"], ["berlin"]]
+ORGS = [["google"], ["acme", "corp"], ["united", "nations"]]
+TEMPLATES = [
+    ("PER", "lives", "in", "LOC"),
+    ("PER", "works", "at", "ORG"),
+    ("PER", "visited", "LOC", "."),
+    ("the", "ORG", "is", "in", "LOC"),
+]
+
+
+def synthetic_sentences(n: int, seed: int) -> list[list[tuple[str, str]]]:
+    """Template sentences whose entities a tiny model can learn in a few dozen steps."""
+    rng = random.Random(seed)
+    pools = {"PER": PEOPLE, "LOC": PLACES, "ORG": ORGS}
+    out = []
+    for _ in range(n):
+        sentence = []
+        for slot in rng.choice(TEMPLATES):
+            if slot in pools:
+                words = rng.choice(pools[slot])
+                sentence += [(w, ("B-" if i == 0 else "I-") + slot) for i, w in enumerate(words)]
+            else:
+                sentence.append((slot, "O"))
+        out.append(sentence)
+    return out
+
+
+def write_conll(path: Path, sentences: list[list[tuple[str, str]]]) -> Path:
+    path.write_text("\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    return tiny_model_folder(tmp_path_factory.mktemp("model"), "bert", layers=3)
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("corpus")
+    sizes = {"train": (96, 1), "dev": (24, 2), "test": (24, 3)}
+    return {
+        split: str(write_conll(folder / f"{split}.txt", synthetic_sentences(n, seed)))
+        for split, (n, seed) in sizes.items()
+    }
+
+
+@pytest.fixture
+def trial_settings(tiny_model, tiny_corpus) -> dict:
+    """A complete trial config on the tiny model and corpus: ~2 s of training on 2 cores."""
+    return {
+        "model": str(tiny_model),
+        "data": dict(tiny_corpus),
+        "epochs": 2,
+        "batch_size": 8,
+        "lr": 1e-3,
+        "eval_every": 6,
+        "max_length": 32,
+        "threads": 1,
+        "seed": 3,
+    }

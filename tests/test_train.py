@@ -1,0 +1,149 @@
+import math
+
+import pytest
+import yaml
+
+from trainables import train
+from trainables.config import TrialConfig
+from trainables.errors import ConfigError, TrainingDiverged
+from trainables.train import Trial
+
+TIMING = {"train_tokens_per_s"}  # wall-clock derived, the only metric allowed to differ
+
+
+def run_all(settings: dict) -> list[dict]:
+    return [
+        {k: v for k, v in m.items() if k not in TIMING}
+        for m in Trial(TrialConfig.from_dict(settings)).run()
+    ]
+
+
+def same(a: dict, b: dict) -> bool:
+    """Bit-identical, treating NaN as equal to NaN."""
+    return a.keys() == b.keys() and all(
+        a[k] == b[k] or (math.isnan(a[k]) and math.isnan(b[k])) for k in a
+    )
+
+
+def test_trial_learns_the_synthetic_entities(trial_settings):
+    history = run_all(trial_settings | {"epochs": 6})
+    final = history[-1]
+    assert final["done"] == 1.0 and final["step"] == 72
+    assert [m["step"] for m in history] == list(range(6, 73, 6))
+    assert final["dev_f1"] > 0.8, final["dev_f1"]
+    assert final["test_f1"] > 0.8
+    assert final["train_loss"] < history[0]["train_loss"]
+    assert {"test_f1_PER", "test_f1_LOC", "test_f1_ORG", "dev_f1_strict"} <= final.keys()
+    assert 0 < final["curve_area"] <= final["dev_f1"] + 1e-9
+    assert final["steps_to_95"] in [m["step"] for m in history]
+
+
+def test_two_runs_with_one_seed_are_bit_identical(trial_settings):
+    a, b = run_all(trial_settings), run_all(trial_settings)
+    assert len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_a_different_seed_gives_a_different_run(trial_settings):
+    a = run_all(trial_settings)[-1]
+    b = run_all(trial_settings | {"seed": 4})[-1]
+    assert a["train_loss"] != b["train_loss"]
+
+
+def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(trial_settings, tmp_path):
+    config = TrialConfig.from_dict(trial_settings)
+    uninterrupted = run_all(trial_settings)
+
+    first = Trial(config)
+    stopped_at = next(iter(first.run()))["step"]  # stop after the first evaluation
+    first.save(tmp_path / "ckpt")
+    del first
+
+    resumed = Trial(config)
+    resumed.restore(tmp_path / "ckpt")
+    assert resumed.step == stopped_at
+    rest = [{k: v for k, v in m.items() if k not in TIMING} for m in resumed.run()]
+    assert len(rest) == len(uninterrupted) - 1
+    assert all(same(x, y) for x, y in zip(rest, uninterrupted[1:], strict=True))
+
+
+def test_resume_mid_epoch_at_a_step_interval(trial_settings, tmp_path):
+    settings = trial_settings | {"eval_every": 5}  # 12 batches per epoch: stops mid-epoch
+    uninterrupted = run_all(settings)
+    first = Trial(TrialConfig.from_dict(settings))
+    runner = first.run()
+    next(runner)
+    next(runner)  # step 10, inside the first epoch
+    first.save(tmp_path)
+    resumed = Trial(TrialConfig.from_dict(settings))
+    resumed.restore(tmp_path)
+    final = {k: v for k, v in list(resumed.run())[-1].items() if k not in TIMING}
+    assert same(final, uninterrupted[-1])
+
+
+def test_data_fraction_trains_on_a_nested_subset(trial_settings):
+    small = Trial(TrialConfig.from_dict(trial_settings | {"data_fraction": 0.25}))
+    assert len(small.train_split.windows) == 24
+    assert small.total_steps == 2 * 3
+
+
+def test_exploding_loss_ends_the_trial_with_a_clear_error(trial_settings):
+    with pytest.raises(TrainingDiverged, match="loss became"):
+        run_all(trial_settings | {"lr": 1e30, "max_grad_norm": 1e30, "warmup_ratio": 0.0})
+
+
+def test_injected_failure_raises_at_that_step(trial_settings):
+    trial = Trial(TrialConfig.from_dict(trial_settings | {"fail_at_step": 4}))
+    with pytest.raises(RuntimeError, match="step 4"):
+        list(trial.run())
+    assert trial.step == 3
+
+
+def test_extra_eval_sets_are_scored_at_the_end(trial_settings, tiny_corpus):
+    settings = trial_settings | {
+        "data": dict(tiny_corpus, extra={"other": tiny_corpus["test"]}),
+        "max_steps": 6,
+    }
+    final = run_all(settings)[-1]
+    assert final["other_f1"] == final["test_f1"]
+
+
+def test_bad_settings_are_one_line_config_errors(trial_settings):
+    with pytest.raises(ConfigError, match="unknown trial setting.*learning_rate"):
+        TrialConfig.from_dict(trial_settings | {"learning_rate": 1e-3})
+    with pytest.raises(ConfigError, match="data_fraction=0"):
+        TrialConfig.from_dict(trial_settings | {"data_fraction": 0})
+    with pytest.raises(ConfigError, match="bf16 needs a CUDA"):
+        Trial(TrialConfig.from_dict(trial_settings | {"precision": "bf16", "device": "cpu"}))
+
+
+def test_command_line_trains_resumes_and_reports(trial_settings, tmp_path, capsys):
+    config = tmp_path / "trial.yaml"
+    config.write_text(yaml.safe_dump(trial_settings))
+    ckpt = tmp_path / "ckpt"
+    argv = ["--config", str(config), "--checkpoint-dir", str(ckpt)]
+    assert train.main([*argv, "--set", "max_steps=6"]) == 0
+    assert (ckpt / "model.safetensors").exists()
+    assert train.main([*argv, "--resume", "--set", "max_steps=12"]) == 0
+    out = capsys.readouterr().out
+    assert "dev F1" in out and "test F1" in out and "steps 12" in out
+
+
+def test_command_line_bad_input_is_one_line_and_exit_2(trial_settings, tmp_path, capsys):
+    config = tmp_path / "trial.yaml"
+    config.write_text(yaml.safe_dump(trial_settings | {"depth": 9}))
+    assert train.main(["--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "depth" in err and "\n" not in err
+
+
+@pytest.mark.slow
+def test_embedded_minilm_trains_on_wnut16_for_a_few_steps():
+    trial = Trial(
+        TrialConfig.from_dict(
+            {"data_fraction": 0.05, "max_steps": 3, "batch_size": 8, "depth": 5, "threads": 2}
+        )
+    )
+    assert trial.model.encoder.config.num_hidden_layers == 5
+    final = list(trial.run())[-1]
+    assert final["done"] == 1.0 and final["step"] == 3
+    assert math.isfinite(final["train_loss"]) and 0 <= final["test_f1"] <= 1

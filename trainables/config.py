@@ -1,0 +1,111 @@
+"""The plain trial configuration: every knob of one training run, validated once.
+
+Configuration flows one way (DESIGN §5): study YAML → validated spec → a plain dict per
+trial → `TrialConfig.from_dict`. Unknown keys are an error rather than silently ignored,
+because a misspelt factor would otherwise run a whole study at the default value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainables.errors import ConfigError
+
+SCHEDULES = ("linear", "cosine", "constant")
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass
+class TrialConfig:
+    # what is trained
+    model: str = "minilm"
+    data: dict[str, Any] = field(default_factory=lambda: {"embedded": "wnut16"})
+    depth: int | None = None  # keep the first `depth` blocks; None keeps all
+    reinit_from: int | None = None  # re-initialise blocks >= k; None leaves all pretrained
+    reinit_heads: list[list[int]] = field(default_factory=list)  # [[layer, head], ...]
+    reinit_std: float = 0.02
+    freeze: str | int | None = None  # "embeddings" or n = embeddings + first n blocks
+    probe: bool = False  # freeze the whole encoder, train only the head
+    dropout: float = 0.1
+    # optimisation
+    lr: float = 5e-5
+    head_lr: float | None = None  # None: same as lr
+    epochs: int = 3
+    max_steps: int | None = None  # cap on optimizer steps, for smoke runs
+    batch_size: int = 16
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    schedule: str = "linear"
+    max_grad_norm: float = 1.0
+    # data handling
+    seed: int = 0
+    data_fraction: float = 1.0
+    label_all_subwords: bool = False
+    max_length: int = 128
+    # evaluation
+    eval_every: int | None = None  # steps; None evaluates at the end of each epoch
+    eval_extra_each_time: bool = False  # also score extra eval sets at every evaluation
+    eval_batch_tokens: int = 8192
+    # hardware
+    device: str = "auto"
+    precision: str = "fp32"
+    threads: int | None = None
+    # fault injection for tests of the orchestration: raise at this step
+    fail_at_step: int | None = None
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrialConfig:
+        unknown = sorted(set(values) - set(cls.field_names()))
+        if unknown:
+            raise ConfigError(
+                f"unknown trial setting(s) {', '.join(unknown)}; "
+                f"known: {', '.join(cls.field_names())}"
+            )
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> None:
+        _check(self.lr > 0, "lr", self.lr, "a positive number")
+        _check(self.head_lr is None or self.head_lr > 0, "head_lr", self.head_lr, "positive")
+        _check(isinstance(self.epochs, int) and self.epochs >= 1, "epochs", self.epochs, ">= 1")
+        _check(self.max_steps is None or self.max_steps >= 1, "max_steps", self.max_steps, ">= 1")
+        _check(self.batch_size >= 1, "batch_size", self.batch_size, ">= 1")
+        _check(0 <= self.warmup_ratio < 1, "warmup_ratio", self.warmup_ratio, "in [0, 1)")
+        _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        _check(self.schedule in SCHEDULES, "schedule", self.schedule, f"one of {SCHEDULES}")
+        _check(0 < self.data_fraction <= 1, "data_fraction", self.data_fraction, "in (0, 1]")
+        _check(self.max_length >= 8, "max_length", self.max_length, ">= 8")
+        _check(
+            self.eval_every is None or self.eval_every >= 1, "eval_every", self.eval_every, ">=1"
+        )
+        _check(self.device in DEVICES, "device", self.device, f"one of {DEVICES}")
+        _check(self.precision in PRECISIONS, "precision", self.precision, f"one of {PRECISIONS}")
+        _check(0 <= self.dropout < 1, "dropout", self.dropout, "in [0, 1)")
+        _check(
+            self.freeze is None or self.freeze == "embeddings" or isinstance(self.freeze, int),
+            "freeze",
+            self.freeze,
+            "'embeddings' or a number of blocks",
+        )
+        _check(
+            all(len(pair) == 2 for pair in self.reinit_heads),
+            "reinit_heads",
+            self.reinit_heads,
+            "a list of [layer, head] pairs",
+        )
+
+
+def _check(ok: bool, name: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise ConfigError(f"trial setting {name}={value!r} is not allowed: expected {allowed}")

@@ -1,0 +1,65 @@
+"""Turn the `data` part of a trial config into train/dev/test (and extra) sentence lists.
+
+A split is given as a CoNLL file path, `{conll: PATH, strip_lang_prefix: bool}`, or
+`{hf: NAME_OR_PATH, split: ..., config: ..., tokens_column: ..., tags_column: ...}`;
+`{embedded: wnut16}` supplies all three splits from the data package that ships with the
+project, so a laptop run needs no download.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainables.data.corpus import embedded_wnut16, load_hf_dataset, read_conll
+from trainables.data.types import TaggedSentence
+from trainables.errors import ConfigError
+
+EMBEDDED = {"wnut16": embedded_wnut16}
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class Splits:
+    train: list[TaggedSentence]
+    dev: list[TaggedSentence]
+    test: list[TaggedSentence]
+    extra: dict[str, list[TaggedSentence]] = field(default_factory=dict)
+
+
+def load_source(source: Any, where: str) -> list[TaggedSentence]:
+    if isinstance(source, str):
+        return read_conll(source)
+    if isinstance(source, dict) and "conll" in source:
+        return read_conll(source["conll"], strip_lang_prefix=bool(source.get("strip_lang_prefix")))
+    if isinstance(source, dict) and "hf" in source:
+        return load_hf_dataset(
+            source["hf"],
+            source.get("split", "train"),
+            tokens_column=source.get("tokens_column", "tokens"),
+            tags_column=source.get("tags_column", "ner_tags"),
+            config_name=source.get("config"),
+        )
+    raise ConfigError(
+        f"data.{where}: {source!r} is not a data source; give a CoNLL file path, "
+        "{conll: PATH}, or {hf: NAME_OR_PATH, split: SPLIT}"
+    )
+
+
+def load_splits(data: dict[str, Any]) -> Splits:
+    known = {"embedded", "train", "dev", "test", "extra"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"data: unknown key(s) {unknown}; known: {sorted(known)}")
+    if "embedded" in data:
+        name = data["embedded"]
+        if name not in EMBEDDED:
+            raise ConfigError(f"data.embedded: {name!r} is not one of {sorted(EMBEDDED)}")
+        base = EMBEDDED[name]()
+    else:
+        missing = [s for s in SPLITS if s not in data]
+        if missing:
+            raise ConfigError(f"data: missing split(s) {missing}; give train, dev and test")
+        base = {s: load_source(data[s], s) for s in SPLITS}
+    extra = {n: load_source(s, f"extra.{n}") for n, s in (data.get("extra") or {}).items()}
+    return Splits(base["train"], base["dev"], base["test"], extra)

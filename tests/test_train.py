@@ -28,7 +28,7 @@ def same(a: dict, b: dict) -> bool:
 def test_trial_learns_the_synthetic_entities(trial_settings):
     history = run_all(trial_settings | {"epochs": 6})
     final = history[-1]
-    assert final["done"] == 1.0 and final["step"] == 72
+    assert final["final"] == 1.0 and final["step"] == 72
     assert [m["step"] for m in history] == list(range(6, 73, 6))
     assert final["dev_f1"] > 0.8, final["dev_f1"]
     assert final["test_f1"] > 0.8
@@ -145,5 +145,5 @@ def test_embedded_minilm_trains_on_wnut16_for_a_few_steps():
     )
     assert trial.model.encoder.config.num_hidden_layers == 5
     final = list(trial.run())[-1]
-    assert final["done"] == 1.0 and final["step"] == 3
+    assert final["final"] == 1.0 and final["step"] == 3
     assert math.isfinite(final["train_loss"]) and 0 <= final["test_f1"] <= 1

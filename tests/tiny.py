@@ -1,119 +1,19 @@
-"""Tiny random-weight encoders and an offline word-piece tokenizer for fast tests.
-
-Nothing here touches the network: models are built from configs and the tokenizer from a
-hand-written vocabulary, so tests run offline in milliseconds and are deterministic per seed.
-"""
+"""Test helpers: the tiny encoders of `trainables.tiny`, and random batches."""
 
 from __future__ import annotations
 
-import inspect
-import string
-from pathlib import Path
-
 import torch
-from transformers import AutoConfig, AutoModel, BertTokenizerFast, PretrainedConfig, PreTrainedModel
 
-MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta-v2")
-
-HIDDEN = 32
-INTERMEDIATE = 64
-HEADS = 4
-VOCAB_SIZE = 100
-
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-# Whole words commonly used in NER fixtures, plus single characters and their ##-pieces so that
-# any lowercase ASCII word or number splits into known sub-words (never [UNK]).
-WORDS = [
-    "the", "a", "of", "in", "and", "at", "to", "is", "lives", "works", "visited", "john",
-    "smith", "mary", "new", "york", "paris", "london", "berlin", "google", "acme", "corp",
-    "united", "nations", "play", "run", "walk",
-]  # fmt: skip
-SUFFIXES = ["##s", "##ed", "##ing", "##er", "##ly"]
-CHARACTERS = list(string.ascii_lowercase + string.digits)
-PUNCTUATION = list(".,;:!?'\"()-")
-VOCAB = (
-    SPECIAL_TOKENS + WORDS + SUFFIXES + CHARACTERS + ["##" + c for c in CHARACTERS] + PUNCTUATION
+from trainables.tiny import (  # noqa: F401  (re-exported for the tests)
+    HEADS,
+    HIDDEN,
+    MODEL_TYPES,
+    VOCAB_SIZE,
+    tiny_config,
+    tiny_encoder,
+    tiny_model_folder,
+    tiny_tokenizer,
 )
-
-
-def tiny_config(model_type: str = "bert", layers: int = 4, **overrides: object) -> PretrainedConfig:
-    """A config small enough that a forward pass takes milliseconds, shaped like the real family
-    (DeBERTa-v2 uses the v3-style relative attention so its extra encoder parts are exercised)."""
-    if model_type == "distilbert":
-        base: dict[str, object] = {
-            "n_layers": layers,
-            "dim": HIDDEN,
-            "hidden_dim": INTERMEDIATE,
-            "n_heads": HEADS,
-        }
-    else:
-        base = {
-            "num_hidden_layers": layers,
-            "hidden_size": HIDDEN,
-            "intermediate_size": INTERMEDIATE,
-            "num_attention_heads": HEADS,
-        }
-    base["vocab_size"] = VOCAB_SIZE
-    base["max_position_embeddings"] = 128
-    if model_type == "electra":
-        base["embedding_size"] = HIDDEN // 2  # exercises ELECTRA's embedding projection
-    if model_type == "deberta-v2":
-        base.update(
-            relative_attention=True,
-            pos_att_type=["p2c", "c2p"],
-            position_buckets=16,
-            max_relative_positions=-1,
-            norm_rel_ebd="layer_norm",
-            position_biased_input=False,
-            share_att_key=True,
-            type_vocab_size=0,
-        )
-    base.update(overrides)
-    return AutoConfig.for_model(model_type, **base)
-
-
-def tiny_encoder(
-    model_type: str = "bert", layers: int = 4, *, seed: int = 0, **overrides: object
-) -> PreTrainedModel:
-    """A bare random-weight encoder (the `AutoModel` class), in eval mode like `from_pretrained`.
-
-    Weights depend only on `seed`; the global RNG state is left as it was.
-    """
-    config = tiny_config(model_type, layers, **overrides)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModel.from_config(config)
-    return model.eval()
-
-
-def tiny_tokenizer(folder: Path) -> BertTokenizerFast:
-    """A fast lower-casing word-piece tokenizer over `VOCAB`, written to and read from `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    vocab_file = folder / "vocab.txt"
-    vocab_file.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
-    # transformers 5 takes the vocabulary as `vocab`; 4.x took `vocab_file`.
-    params = inspect.signature(BertTokenizerFast.__init__).parameters
-    key = "vocab" if "vocab" in params else "vocab_file"
-    return BertTokenizerFast(**{key: str(vocab_file)}, do_lower_case=True)
-
-
-def tiny_model_folder(
-    tmp_path: Path, model_type: str = "bert", layers: int = 4, *, seed: int = 0
-) -> Path:
-    """Save a tiny encoder plus a fast tokenizer as a Hugging Face model folder, so loading code
-    can be tested exactly as with a downloaded model, offline."""
-    folder = Path(tmp_path) / f"tiny-{model_type}-{layers}"
-    tokenizer = tiny_tokenizer(folder)
-    model = tiny_encoder(
-        model_type,
-        layers,
-        seed=seed,
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def sample_batch(

@@ -23,7 +23,7 @@ class TrialConfig:
     # what is trained
     model: str = "minilm"
     data: dict[str, Any] = field(default_factory=lambda: {"embedded": "wnut16"})
-    depth: int | None = None  # keep the first `depth` blocks; None keeps all
+    depth: int | str | None = None  # keep the first blocks: n, 'full' or 'full-N'; None all
     reinit_from: int | None = None  # re-initialise blocks >= k; None leaves all pretrained
     reinit_heads: list[list[int]] = field(default_factory=list)  # [[layer, head], ...]
     reinit_std: float = 0.02
@@ -69,8 +69,17 @@ class TrialConfig:
                 f"known: {', '.join(cls.field_names())}"
             )
         config = cls(**values)
+        config.check_types()
         config.validate()
         return config
+
+    def check_types(self) -> None:
+        """Numbers must be numbers before the range checks compare them (`lr: 3e-3` in YAML
+        1.1 is a string, and would otherwise fail deep inside the optimizer)."""
+        for name, kind in _NUMERIC_FIELDS.items():
+            value = getattr(self, name)
+            ok = value is None or (isinstance(value, kind) and not isinstance(value, bool))
+            _check(ok, name, value, "a number" if kind is not int else "an integer")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -104,6 +113,24 @@ class TrialConfig:
             self.reinit_heads,
             "a list of [layer, head] pairs",
         )
+
+
+_NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {
+    **{
+        name: (int, float)
+        for name in (
+            "lr", "head_lr", "reinit_std", "dropout", "warmup_ratio", "weight_decay",
+            "max_grad_norm", "data_fraction",
+        )
+    },
+    **{
+        name: int
+        for name in (
+            "epochs", "max_steps", "batch_size", "seed", "max_length", "eval_every",
+            "eval_batch_tokens", "threads", "fail_at_step",
+        )
+    },
+}  # fmt: skip
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:

@@ -10,6 +10,7 @@ unknown layout could silently operate on the wrong modules.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -128,7 +129,21 @@ def attention_projections(
     return linears  # type: ignore[return-value]
 
 
-def truncate(model: nn.Module, depth: int) -> None:
+_RELATIVE_DEPTH = re.compile(r"full(?:\s*-\s*(\d+))?")
+
+
+def resolve_depth(depth: int | str, total: int) -> int:
+    """`full` is every block, `full-N` all but the top N: a study can say "remove the last
+    block" without knowing the model's layer count on the machine that plans it."""
+    if isinstance(depth, str):
+        match = _RELATIVE_DEPTH.fullmatch(depth.strip())
+        if match is None:
+            raise ModelError(f"depth {depth!r} must be a number, 'full' or 'full-N'")
+        return total - int(match.group(1) or 0)
+    return depth
+
+
+def truncate(model: nn.Module, depth: int | str) -> None:
     """Keep the first `depth` blocks in place, so the top hidden state is the full model's layer
     `depth` output; the config's layer count follows so a saved model reloads with that depth.
 
@@ -136,6 +151,7 @@ def truncate(model: nn.Module, depth: int) -> None:
     its convolution after block 0) is kept, since the retained blocks depend on it.
     """
     total = num_blocks(model)
+    depth = resolve_depth(depth, total)
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= total:
         raise ModelError(
             f"depth {depth!r} is outside 1..{total} for this {total}-layer "

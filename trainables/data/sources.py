@@ -47,6 +47,8 @@ def load_source(source: Any, where: str) -> list[TaggedSentence]:
 
 
 def load_splits(data: dict[str, Any]) -> Splits:
+    # A null entry means "not set": a study profile removes an inherited key that way.
+    data = {key: value for key, value in data.items() if value is not None}
     known = {"embedded", "train", "dev", "test", "extra"}
     unknown = sorted(set(data) - known)
     if unknown:

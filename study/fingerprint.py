@@ -1,0 +1,68 @@
+"""Short content fingerprints recorded with every study run, so a number in MLflow can be traced
+to the exact model weights, data files and code that produced it."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from trainables.data.corpus import wnut16_path
+from trainables.tagger import resolve_model
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _hash_files(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        with path.open("rb") as src:
+            for block in iter(lambda: src.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def model_fingerprint(model: str) -> str:
+    """Content hash of a local model folder; a hub id stands for itself (pin a revision there)."""
+    try:
+        resolved = Path(resolve_model(model))
+    except Exception:  # reported properly when the trial loads the model
+        return f"unresolved:{model}"
+    if not resolved.is_dir():
+        return f"hub:{model}"
+    return "sha256:" + _hash_files([p for p in resolved.iterdir() if p.is_file()])
+
+
+def _source_files(source: Any) -> list[Path]:
+    if isinstance(source, str):
+        return [Path(source)]
+    if isinstance(source, dict) and "conll" in source:
+        return [Path(source["conll"])]
+    return []
+
+
+def data_fingerprint(data: dict[str, Any]) -> str:
+    """Content hash of the files a study reads; dataset names are recorded as given."""
+    if "embedded" in data:
+        return f"embedded:{data['embedded']}:sha256:" + _hash_files([wnut16_path()])
+    sources = [data.get(s) for s in ("train", "dev", "test")]
+    sources += list((data.get("extra") or {}).values())
+    files = [p for s in sources for p in _source_files(s) if p.is_file()]
+    names = sorted(str(s["hf"]) for s in sources if isinstance(s, dict) and "hf" in s)
+    parts = (["sha256:" + _hash_files(files)] if files else []) + [f"hf:{n}" for n in names]
+    return ";".join(parts) or "none"
+
+
+def code_version() -> str:
+    """The git commit (with +dirty when the tree has changes), else the package version."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty=+dirty", "--abbrev=12"],
+            cwd=REPO, capture_output=True, text=True, timeout=10, check=True,
+        )  # fmt: skip
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "ner-depth-study " + metadata.version("ner-depth-study")

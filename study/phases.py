@@ -1,0 +1,215 @@
+"""Run the study's phases as Ray Tune experiments: start or join Ray, build or restore a Tuner
+for each phase, pick the confirm samples, and summarise the confirm phase from MLflow."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import urllib.error
+import urllib.request
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray import tune
+
+from study.plan import CONFIRM, EXPLORE, StudyPlan
+from study.scheduling import (
+    ArmAwareASHA,
+    ArmSearcher,
+    LimitedFIFO,
+    PlannedSearcher,
+    confirm_configs,
+)
+from study.spec import StudySpec
+from study.storage import StudyStore, is_uri
+from study.tracking import MlflowTrackingCallback, StudyTracker
+from trainables.errors import UserInputError
+from trainables.tune_adapter import train_tagger
+
+log = logging.getLogger(__name__)
+
+ACTIVE = {"PENDING", "RUNNING", "PAUSED"}
+
+
+@dataclass
+class PhaseContext:
+    spec: StudySpec
+    plan: StudyPlan
+    store: StudyStore
+    study_dir: str
+    tracking_uri: str
+    study_run: str
+    arm_runs: dict[str, str]
+    max_concurrent: int | None = None
+
+
+def _one_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def connect_tracking(uri: str, experiment: str) -> StudyTracker:
+    """Fail fast with one line when the tracking store cannot be used, before Ray starts.
+
+    An HTTP server is probed with a short timeout first, because MLflow's own client retries
+    an unreachable server for minutes before it gives up."""
+    if uri.startswith(("http://", "https://")):
+        try:
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
+        except (urllib.error.URLError, OSError) as err:
+            raise UserInputError(f"MLflow tracking server {uri} is not reachable: {err}") from err
+    try:
+        return StudyTracker(uri, experiment)
+    except Exception as err:  # any store error is the user's URI or server, not our bug
+        raise UserInputError(f"MLflow tracking URI {uri} cannot be used: {_one_line(err)}") from err
+
+
+def start_ray(address: str | None, num_cpus: int | None, store: StudyStore) -> None:
+    """Start a local Ray, or join a cluster; refuse local-only storage on several hosts."""
+    if ray.is_initialized():
+        return
+    quiet = {"include_dashboard": False, "logging_level": logging.WARNING}
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(num_cpus=num_cpus, object_store_memory=256 * 1024**2, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        where = f"--address {address}" if address else "a local Ray"
+        raise UserInputError(f"cannot start or reach {where}: {_one_line(err)}") from err
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    hosts = {n["NodeManagerAddress"] for n in nodes}
+    log.info(
+        "Ray: %d node(s) on %d host(s), resources %s",
+        len(nodes), len(hosts), ray.cluster_resources(),
+    )  # fmt: skip
+    if len(hosts) > 1 and not is_uri(store.root):
+        ray.shutdown()
+        raise UserInputError(
+            f"the Ray cluster spans {len(hosts)} hosts but --storage {store.root} is a local "
+            "path that the other hosts cannot see; give shared storage as a URI "
+            "(s3://..., gs://..., or file:///path/on/a/shared/filesystem)"
+        )
+
+
+def _tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> tune.Tuner:
+    spec = context.spec
+    trainable = tune.with_resources(train_tagger, dict(spec.resources))
+    path = context.store.join(context.study_dir, name)
+    if tune.Tuner.can_restore(path):
+        log.info("%s: restoring the Ray experiment at %s", name, path)
+        return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True)
+    callback = MlflowTrackingCallback(
+        context.tracking_uri, spec.name, context.study_run, context.arm_runs, spec.metric.name
+    )
+    return tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            scheduler=scheduler,
+            num_samples=n_trials,
+        ),
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=context.store.join(context.study_dir),
+            callbacks=[callback],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            verbose=1,
+        ),
+    )
+
+
+def _run_phase(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> bool:
+    """True when every trial of the phase reached a terminal state (not interrupted)."""
+    log.info("phase %s: %d trials", name, n_trials)
+    results = _tuner(context, name, searcher, scheduler, n_trials).fit()
+    trials = getattr(results, "_experiment_analysis", None)
+    statuses = Counter(t.status for t in trials.trials) if trials else Counter()
+    log.info("phase %s: trial states %s", name, dict(statuses))
+    return sum(statuses.values()) >= n_trials and not (set(statuses) & ACTIVE)
+
+
+def run_explore(context: PhaseContext) -> bool:
+    searcher = ArmSearcher(context.spec, context.plan.arms)
+    scheduler = ArmAwareASHA(searcher, context.max_concurrent)
+    phase = next(p for p in context.plan.phases if p.name == EXPLORE)
+    return _run_phase(context, EXPLORE, searcher, scheduler, phase.trials)
+
+
+def run_confirm(context: PhaseContext, chosen: dict[str, list[dict[str, Any]]]) -> bool:
+    configs = confirm_configs(context.spec, context.plan.arms, chosen)
+    searcher = PlannedSearcher(context.spec, configs)
+    scheduler = LimitedFIFO(
+        context.spec.metric.name, context.spec.metric.mode, context.max_concurrent
+    )
+    return _run_phase(context, CONFIRM, searcher, scheduler, len(configs))
+
+
+def choose_samples(context: PhaseContext) -> dict[str, list[dict[str, Any]]]:
+    """The samples each arm runs in the confirm phase: a fixed list, or the explore sample
+    whose seeds all completed with the best mean metric (read from Ray's experiment)."""
+    spec = context.spec
+    if spec.confirm.select != "best":
+        return {arm.id: [dict(s) for s in spec.confirm.select] for arm in context.plan.arms}
+    analysis = tune.ExperimentAnalysis(context.store.join(context.study_dir, EXPLORE))
+    by_sample: dict[tuple[str, int], list] = defaultdict(list)
+    for trial in analysis.trials:
+        tags = trial.config["study"]
+        by_sample[(tags["arm"], tags["sample"])].append(trial)
+    sign = 1.0 if spec.metric.mode == "max" else -1.0
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    for (arm, _), trials in by_sample.items():
+        results = [t.last_result or {} for t in trials]
+        if len(trials) < len(spec.explore.seeds) or not all(r.get("final") for r in results):
+            continue
+        score = sign * statistics.fmean(r[spec.metric.name] for r in results)
+        params = {k: trials[0].config["trial"][k] for k in spec.search}
+        if arm not in best or score > best[arm][0]:
+            best[arm] = (score, params)
+    missing = [arm.id for arm in context.plan.arms if arm.id not in best]
+    if missing:
+        raise UserInputError(
+            f"explore finished without a sample whose seeds all completed for arm(s) "
+            f"{missing}; see the errored trials in MLflow, or give confirm.select a fixed list"
+        )
+    for arm, (score, params) in best.items():
+        log.info("confirm: arm %s runs %s (explore mean %s %.4f)", arm, params,
+                 spec.metric.name, sign * score)  # fmt: skip
+    return {arm: [params] for arm, (_, params) in best.items()}
+
+
+def confirm_summary(tracker: StudyTracker, study_run: str) -> str:
+    """Per-arm dev/test F1 over confirm seeds and trial counts by status, from MLflow."""
+    runs = tracker.client.search_runs(
+        [tracker.experiment_id],
+        filter_string=f"tags.study_run_id = '{study_run}' and tags.run_kind = 'trial'",
+        max_results=10000,
+    )
+    statuses = Counter((r.data.tags.get("phase"), r.data.tags.get("status")) for r in runs)
+    lines = ["trials by phase and status: " + ", ".join(
+        f"{phase} {status} {n}" for (phase, status), n in sorted(statuses.items())
+    )]  # fmt: skip
+    per_arm: dict[str, list] = defaultdict(list)
+    for run in runs:
+        tags = run.data.tags
+        if tags.get("phase") == CONFIRM and tags.get("status") == "completed":
+            per_arm[tags["arm"]].append(run.data.metrics)
+    if per_arm:
+        lines.append("confirm phase, mean ± std over seeds (n):")
+    for arm, metrics in sorted(per_arm.items()):
+        lines.append(
+            f"  {arm:40s} dev F1 {_mean_std([m.get('dev_f1') for m in metrics])}  "
+            f"test F1 {_mean_std([m.get('test_f1') for m in metrics])}  (n={len(metrics)})"
+        )
+    return "\n".join(lines)
+
+
+def _mean_std(values: list[float | None]) -> str:
+    present = [v for v in values if v is not None]
+    if not present:
+        return "n/a"
+    std = statistics.stdev(present) if len(present) > 1 else 0.0
+    return f"{statistics.fmean(present):.4f} ± {std:.4f}"

@@ -1,0 +1,193 @@
+"""Expand a validated study into arms, samples, seeds and phases.
+
+An arm is one point of the grid's cross product. Everything random inside a trial comes from
+its seed, and the seed list is the same in every arm, so two arms compared at seed s saw the
+same data subset, the same data order and the same head initialisation: comparisons are
+paired. Search (Optuna) and pruning (ASHA) happen inside an arm only; see `study.scheduling`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from study.spec import StudySpec
+
+EXPLORE, CONFIRM = "explore", "confirm"
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One combination of the structural factors; `id` is how logs, MLflow and reports name it."""
+
+    index: int
+    factors: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return ",".join(f"{k}={_short(v)}" for k, v in self.factors.items())
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ";".join(_short(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def arms(spec: StudySpec) -> list[Arm]:
+    names = list(spec.grid)
+    combos = itertools.product(*(spec.grid[n] for n in names))
+    return [Arm(i, dict(zip(names, values, strict=True))) for i, values in enumerate(combos)]
+
+
+def trial_config(spec: StudySpec, arm: Arm, sample: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The plain dict a trial is built from (DESIGN §5: YAML → spec → dict → trainable).
+
+    Threads follow the trial's CPU reservation so that concurrent trials do not oversubscribe
+    the cores Ray gave them, unless the study fixes `threads` itself.
+    """
+    config: dict[str, Any] = {"model": spec.model, "data": spec.data}
+    config.update(spec.fixed)
+    config.update(arm.factors)
+    config.update(sample)
+    config["seed"] = seed
+    config.setdefault("threads", max(1, math.floor(spec.resources.get("cpu", 1))))
+    if spec.resources.get("gpu", 0) > 0:
+        config.setdefault("device", "cuda")
+    return {key: _plain(value) for key, value in config.items()}
+
+
+def _plain(value: Any) -> Any:
+    """Tuples from the spec become lists so the config survives JSON and YAML round trips."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def study_tags(phase: str, arm: Arm, sample: int, seed: int) -> dict[str, Any]:
+    """What the orchestration attaches beside the trial config (config key `study`)."""
+    return {"phase": phase, "arm": arm.id, "arm_index": arm.index, "sample": sample, "seed": seed}
+
+
+def trial_key(tags: dict[str, Any]) -> str:
+    """A name for one trial that is stable across driver restarts (Ray's ids are too, but a
+    key built from the plan also survives a re-planned confirm phase)."""
+    return f"{tags['phase']}/{tags['arm']}/sample{tags['sample']}/seed{tags['seed']}"
+
+
+@dataclass
+class PhasePlan:
+    name: str
+    arms: int
+    samples_per_arm: int
+    seeds: tuple[int, ...]
+    epochs_per_trial: float
+    pruning: str
+
+    @property
+    def trials(self) -> int:
+        return self.arms * self.samples_per_arm * len(self.seeds)
+
+    @property
+    def trial_epochs(self) -> float:
+        """An upper bound: ASHA usually stops part of the explore trials early."""
+        return self.trials * self.epochs_per_trial
+
+
+@dataclass
+class StudyPlan:
+    spec: StudySpec
+    arms: list[Arm]
+    phases: list[PhasePlan] = field(default_factory=list)
+
+    @property
+    def trials(self) -> int:
+        return sum(p.trials for p in self.phases)
+
+    def summary(self) -> str:
+        """One line for MLflow tags and the log."""
+        parts = [f"{len(self.arms)} arms"]
+        parts += [f"{p.name}: {p.trials} trials" for p in self.phases]
+        return "; ".join(parts)
+
+    def describe(self) -> str:
+        """The human-readable plan `--dry-run` prints."""
+        spec = self.spec
+        lines = [
+            f"study {spec.name} (profile {spec.profile or 'base'}): {spec.description}",
+            f"  model {spec.model}, data {spec.data}",
+            f"  metric {spec.metric.name} ({spec.metric.mode}), "
+            f"resources per trial {spec.resources}",
+            f"  arms ({len(self.arms)}):",
+        ]
+        lines += [f"    [{a.index}] {a.id}" for a in self.arms]
+        if spec.search:
+            searched = ", ".join(f"{k} ~ {_describe(d)}" for k, d in spec.search.items())
+            lines.append(f"  searched per arm: {searched}")
+        for p in self.phases:
+            lines.append(
+                f"  {p.name}: {p.arms} arms x {p.samples_per_arm} samples x "
+                f"{len(p.seeds)} seeds {list(p.seeds)} = {p.trials} trials, "
+                f"<= {p.trial_epochs:g} trial-epochs ({p.pruning})"
+            )
+        lines.append(f"  total: {self.trials} trials")
+        return "\n".join(lines)
+
+
+def _describe(dist: Any) -> str:
+    if dist.kind == "categorical":
+        return f"categorical{list(dist.choices)}"
+    return f"{dist.kind}[{dist.low:g}, {dist.high:g}]"
+
+
+def _epochs(spec: StudySpec, arm: Arm) -> float:
+    if "epochs" in arm.factors:
+        return float(arm.factors["epochs"])
+    if "epochs" in spec.search:
+        dist = spec.search["epochs"]
+        return float(max(dist.choices) if dist.kind == "categorical" else dist.high)
+    return float(spec.fixed.get("epochs", 3))
+
+
+def max_epochs(spec: StudySpec, arm: Arm) -> float:
+    """ASHA's max_t for an arm, in epochs (the time unit of every rung)."""
+    return _epochs(spec, arm)
+
+
+def make_plan(spec: StudySpec) -> StudyPlan:
+    plan = StudyPlan(spec, arms(spec))
+    mean_epochs = sum(_epochs(spec, a) for a in plan.arms) / max(1, len(plan.arms))
+    if spec.explore is not None:
+        asha = spec.explore.asha
+        pruning = (
+            f"ASHA per arm, grace {asha.grace_period:g} epochs, reduction {asha.reduction_factor:g}"
+            if asha
+            else "no pruning"
+        )
+        plan.phases.append(
+            PhasePlan(
+                EXPLORE,
+                len(plan.arms),
+                spec.explore.samples,
+                spec.explore.seeds,
+                mean_epochs,
+                pruning,
+            )
+        )
+    if spec.confirm is not None:
+        samples = 1 if spec.confirm.select == "best" else len(spec.confirm.select)
+        plan.phases.append(
+            PhasePlan(
+                CONFIRM,
+                len(plan.arms),
+                samples,
+                spec.confirm.seeds,
+                mean_epochs,
+                "never pruned",
+            )
+        )
+    return plan

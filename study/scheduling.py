@@ -1,0 +1,436 @@
+"""Search and pruning that respect arms and seeds.
+
+Why not Ray's stock OptunaSearch + ASHAScheduler: they treat every trial as an independent
+point, so ASHA would compare a depth-11 trial with a depth-12 trial (arms converge at
+different speeds, and that speed is what the study measures) and could stop seed 3 of a
+sample while keeping seed 1 (the comparison would then be decided by pruning seeds). Here:
+
+- `ArmSearcher` keeps one seeded Optuna study per arm, asks it for a sample through the
+  ask/tell interface, and emits that sample once per seed, seeds of a sample back to back.
+- It also keeps the *sample book*: each seed's dev metric at each evaluation. When every seed
+  of a sample has reported an evaluation, their mean is fed to that arm's own Ray
+  `AsyncHyperBandScheduler` as if the sample were one trial; its decision applies to all
+  seeds of the sample together.
+- `ArmAwareASHA` is the Tune scheduler: it only asks the book. The book lives in the searcher
+  because Tune checkpoints searcher state with the experiment and does not checkpoint
+  scheduler state, so a resumed study keeps its rungs and its Optuna history.
+- A seed that reaches its arm's last rung before its siblings is paused until they get there,
+  so no seed can finish while the rest of its sample is still to be judged (seeds would
+  otherwise split: one completed, the others pruned a moment later).
+- Optuna is told each sample's mean final value when all its seeds completed, or PRUNED with
+  the last rung mean it reached, or FAIL if a seed errored; never a truncated value as final.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import TrialState
+from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
+from ray.tune.search import Searcher
+
+from study.plan import CONFIRM, EXPLORE, Arm, max_epochs, study_tags, trial_config
+from study.spec import Distribution, StudySpec
+
+log = logging.getLogger(__name__)
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+ASHA_METRIC = "seed_mean"
+TIME_ATTR = "epoch"  # every trial reports `epoch`; rungs are in epochs
+
+
+def optuna_distribution(dist: Distribution) -> BaseDistribution:
+    if dist.kind == "loguniform":
+        return FloatDistribution(float(dist.low), float(dist.high), log=True)
+    if dist.kind == "uniform":
+        return FloatDistribution(float(dist.low), float(dist.high))
+    if dist.kind == "int":
+        return IntDistribution(int(dist.low), int(dist.high), step=dist.step or 1)
+    return CategoricalDistribution(list(dist.choices))
+
+
+@dataclass
+class _SampleHandle:
+    """Stands in for a Tune trial when a whole sample is put before Ray's ASHA."""
+
+    trial_id: str
+
+
+@dataclass
+class SampleRecord:
+    """One Optuna sample of one arm, replicated over seeds."""
+
+    arm: str
+    index: int
+    params: dict[str, Any]
+    optuna_number: int
+    seeds: tuple[int, ...]
+    reports: dict[int, dict[int, tuple[float, float]]] = field(default_factory=dict)
+    fed_steps: list[int] = field(default_factory=list)  # evaluations already put to ASHA
+    rung_means: list[tuple[float, float]] = field(default_factory=list)  # (epoch, mean)
+    stopped_at: float | None = None  # epoch at which ASHA stopped the sample
+    abandoned: bool = False  # a seed errored: the sample can no longer be judged
+    outcome: dict[int, str] = field(default_factory=dict)  # seed -> completed/pruned/errored
+    final: dict[int, float] = field(default_factory=dict)  # seed -> final metric
+    told: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.arm}#{self.index}"
+
+
+class ArmSearcher(Searcher):
+    """Explore phase: per-arm seeded TPE samples, each run once per seed; owns the sample book."""
+
+    def __init__(self, spec: StudySpec, arms: list[Arm], *, sampler_seed: int = 0):
+        super().__init__(metric=spec.metric.name, mode=spec.metric.mode)
+        assert spec.explore is not None
+        self._spec = spec
+        self._arms = arms
+        self._seeds = tuple(spec.explore.seeds)
+        self._distributions = {k: optuna_distribution(d) for k, d in spec.search.items()}
+        direction = "maximize" if spec.metric.mode == "max" else "minimize"
+        startup = max(1, min(10, spec.explore.samples // 2))
+        self._studies = {
+            arm.id: optuna.create_study(
+                direction=direction,
+                sampler=optuna.samplers.TPESampler(
+                    seed=sampler_seed + arm.index, n_startup_trials=startup
+                ),
+            )
+            for arm in arms
+        }
+        self._ashas = {arm.id: self._make_asha(arm) for arm in arms}
+        self.samples: dict[str, SampleRecord] = {}
+        self._queue: list[tuple[SampleRecord, int]] = []
+        self._asked = 0  # samples asked so far, over all arms (round robin)
+        self._trial_sample: dict[str, tuple[str, int]] = {}  # Tune trial id -> (sample, seed)
+
+    def _make_asha(self, arm: Arm) -> AsyncHyperBandScheduler | None:
+        asha = self._spec.explore.asha
+        if asha is None:
+            return None
+        max_t = max_epochs(self._spec, arm)
+        return AsyncHyperBandScheduler(
+            time_attr=TIME_ATTR,
+            metric=ASHA_METRIC,
+            mode=self._spec.metric.mode,
+            max_t=max_t,
+            grace_period=min(asha.grace_period, max_t),
+            reduction_factor=asha.reduction_factor,
+            stop_last_trials=False,
+        )
+
+    # --- Tune's Searcher interface ---------------------------------------------------------
+    def suggest(self, trial_id: str) -> dict | None:
+        if not self._queue and not self._ask_next_sample():
+            return Searcher.FINISHED
+        sample, seed = self._queue.pop(0)
+        self._trial_sample[trial_id] = (sample.key, seed)
+        arm = self._arms[self._arm_index(sample.arm)]
+        return {
+            "trial": trial_config(self._spec, arm, sample.params, seed),
+            "study": study_tags(EXPLORE, arm, sample.index, seed),
+        }
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        pass  # the scheduler records results through `decide`, before Tune tells us
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict | None = None, error: bool = False
+    ) -> None:
+        if trial_id not in self._trial_sample:
+            return
+        key, seed = self._trial_sample[trial_id]
+        sample = self.samples[key]
+        if error:
+            sample.outcome[seed] = "errored"
+        elif result and result.get("final"):
+            sample.outcome[seed] = "completed"
+            sample.final[seed] = float(result[self.metric])
+        else:
+            sample.outcome[seed] = "pruned"
+        if len(sample.outcome) == len(sample.seeds) and not sample.told:
+            self._tell(sample)
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as out:
+            pickle.dump(self.__dict__, out)
+
+    def restore(self, checkpoint_path: str) -> None:
+        # our own file, written by `save` in this experiment's directory; never user input
+        with open(checkpoint_path, "rb") as src:
+            self.__dict__.update(pickle.load(src))
+
+    # --- asking and telling Optuna ----------------------------------------------------------
+    def _arm_index(self, arm_id: str) -> int:
+        return next(a.index for a in self._arms if a.id == arm_id)
+
+    def _ask_next_sample(self) -> bool:
+        total = len(self._arms) * self._spec.explore.samples
+        if self._asked >= total:
+            return False
+        arm = self._arms[self._asked % len(self._arms)]
+        index = self._asked // len(self._arms)
+        self._asked += 1
+        trial = self._studies[arm.id].ask(self._distributions)
+        sample = SampleRecord(arm.id, index, dict(trial.params), trial.number, self._seeds)
+        self.samples[sample.key] = sample
+        if self._ashas[arm.id] is not None:
+            self._ashas[arm.id].on_trial_add(None, _SampleHandle(sample.key))
+        self._queue.extend((sample, seed) for seed in self._seeds)
+        return True
+
+    def _tell(self, sample: SampleRecord) -> None:
+        sample.told = True
+        study = self._studies[sample.arm]
+        outcomes = set(sample.outcome.values())
+        if "errored" in outcomes:
+            study.tell(sample.optuna_number, state=TrialState.FAIL)
+        elif outcomes == {"completed"}:
+            study.tell(sample.optuna_number, float(np.mean(list(sample.final.values()))))
+        else:
+            frozen = study.trials[sample.optuna_number]
+            handle = optuna.trial.Trial(study, frozen._trial_id)
+            for epoch_index, (_, mean) in enumerate(sample.rung_means):
+                handle.report(mean, epoch_index)
+            study.tell(sample.optuna_number, state=TrialState.PRUNED)
+
+    # --- the sample book: what the scheduler asks ------------------------------------------
+    def decide(self, study_tags_: dict[str, Any], result: dict) -> str:
+        """Record one seed's evaluation; return the decision for its whole sample."""
+        sample = self.samples.get(self.sample_key(study_tags_))
+        if sample is None or self.metric not in result:
+            return TrialScheduler.CONTINUE
+        if sample.stopped_at is not None or sample.abandoned:
+            return TrialScheduler.STOP
+        seed = int(study_tags_["seed"])
+        step = int(result["step"])
+        sample.reports.setdefault(seed, {})[step] = (
+            float(result[TIME_ATTR]),
+            float(result[self.metric]),
+        )
+        self._feed_complete_evaluations(sample)
+        if sample.stopped_at is not None:
+            return TrialScheduler.STOP
+        if self.waiting_at_last_rung(study_tags_):
+            return TrialScheduler.PAUSE
+        return TrialScheduler.CONTINUE
+
+    def sample_key(self, study_tags_: dict[str, Any]) -> str:
+        return f"{study_tags_['arm']}#{study_tags_['sample']}"
+
+    def last_rung(self, arm: str) -> float | None:
+        """The highest ASHA milestone below max_t: after it, a sample is never stopped."""
+        asha = self._ashas.get(arm)
+        if asha is None:
+            return None
+        below = [m for m, _ in asha._brackets[0]._rungs if m < asha._max_t]
+        return max(below) if below else None
+
+    def waiting_at_last_rung(self, study_tags_: dict[str, Any]) -> bool:
+        """True for a seed that has reached its arm's last rung while a sibling has not, so
+        the sample's last decision is still open."""
+        sample = self.samples.get(self.sample_key(study_tags_))
+        rung = self.last_rung(study_tags_["arm"]) if sample else None
+        if rung is None or sample.stopped_at is not None or sample.abandoned:
+            return False
+        reached = {
+            s
+            for s, reports in sample.reports.items()
+            if any(t >= rung for t, _ in reports.values())
+        }
+        return int(study_tags_["seed"]) in reached and reached != set(sample.seeds)
+
+    def is_stopped(self, study_tags_: dict[str, Any]) -> bool:
+        sample = self.samples.get(self.sample_key(study_tags_))
+        return bool(sample and (sample.stopped_at is not None or sample.abandoned))
+
+    def abandon(self, study_tags_: dict[str, Any]) -> None:
+        """A seed errored for good: its sample cannot be judged on the mean of all seeds."""
+        sample = self.samples.get(self.sample_key(study_tags_))
+        if sample is not None:
+            sample.abandoned = True
+
+    def _feed_complete_evaluations(self, sample: SampleRecord) -> None:
+        """Put every evaluation that all seeds have reached before the arm's ASHA, in order."""
+        asha = self._ashas[sample.arm]
+        common = set.intersection(*(set(sample.reports.get(s, {})) for s in sample.seeds))
+        for step in sorted(common - set(sample.fed_steps)):
+            sample.fed_steps.append(step)
+            epoch = sample.reports[sample.seeds[0]][step][0]
+            mean = float(np.mean([sample.reports[s][step][1] for s in sample.seeds]))
+            sample.rung_means.append((epoch, mean))
+            if asha is None or epoch >= asha._max_t:
+                continue  # the final evaluation is never a reason to stop
+            decision = asha.on_trial_result(
+                None, _SampleHandle(sample.key), {TIME_ATTR: epoch, ASHA_METRIC: mean}
+            )
+            if decision == TrialScheduler.STOP:
+                sample.stopped_at = epoch
+                log.info(
+                    "ASHA (arm %s): stopping sample %d, all %d seeds, at epoch %.2f "
+                    "(seed-mean %s %.4f)",
+                    sample.arm,
+                    sample.index,
+                    len(sample.seeds),
+                    epoch,
+                    self.metric,
+                    mean,
+                )
+                return
+
+    def best_samples(self) -> dict[str, dict[str, Any]]:
+        """Per arm, the params of the completed sample with the best seed-mean final metric."""
+        best: dict[str, tuple[float, dict[str, Any]]] = {}
+        sign = 1.0 if self.mode == "max" else -1.0
+        for sample in self.samples.values():
+            if set(sample.outcome.values()) != {"completed"} or not sample.final:
+                continue
+            score = sign * float(np.mean(list(sample.final.values())))
+            if sample.arm not in best or score > best[sample.arm][0]:
+                best[sample.arm] = (score, sample.params)
+        return {arm: params for arm, (_, params) in best.items()}
+
+
+class LimitedFIFO(FIFOScheduler):
+    """First in, first out, with at most `max_running` trials running at once.
+
+    The limit lives here rather than in Tune's `max_concurrent_trials`, which counts paused
+    trials as live: a seed paused to wait for its sibling would then keep that sibling from
+    ever being started.
+    """
+
+    def __init__(self, metric: str, mode: str, max_running: int | None = None):
+        super().__init__()
+        self._metric, self._mode = metric, mode
+        self.max_running = max_running
+
+    def _full(self, trials) -> bool:
+        running = sum(1 for t in trials if t.status == "RUNNING")
+        return self.max_running is not None and running >= self.max_running
+
+    def _may_resume(self, trial) -> bool:
+        return True
+
+    def choose_trial_to_run(self, tune_controller):
+        trials = tune_controller.get_trials()
+        if self._full(trials):
+            return None
+        # A paused seed that may go on first: finishing started samples frees their
+        # checkpoints and tells Optuna sooner than starting new ones.
+        for trial in trials:
+            if trial.status == "PAUSED" and self._may_resume(trial):
+                return trial
+        for trial in trials:
+            if trial.status == "PENDING":
+                return trial
+        return None
+
+    def debug_string(self) -> str:
+        return f"FIFO, at most {self.max_running or 'any number of'} trials at once"
+
+
+class ArmAwareASHA(LimitedFIFO):
+    """Tune scheduler that prunes a sample's seeds together, comparing samples of one arm only.
+
+    Trials run first-in first-out (seeds of a sample are suggested back to back, so they run
+    side by side when concurrency allows); each result goes to the searcher's sample book,
+    whose per-arm Ray ASHA decides for the whole sample.
+    """
+
+    def __init__(self, searcher: ArmSearcher, max_running: int | None = None):
+        super().__init__(searcher.metric, searcher.mode, max_running)
+        self._searcher = searcher
+        self.stopped_trials = 0
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        tags = trial.config.get("study")
+        if not tags or tags.get("phase") != EXPLORE:
+            return TrialScheduler.CONTINUE
+        if result.get("final"):
+            return TrialScheduler.CONTINUE  # the trial has ended; nothing to decide
+        decision = self._searcher.decide(tags, result)
+        if decision == TrialScheduler.STOP:
+            self.stopped_trials += 1
+            self._stop_paused_siblings(tune_controller, tags)
+        return decision
+
+    def on_trial_error(self, tune_controller, trial) -> None:
+        tags = trial.config.get("study")
+        if tags and tags.get("phase") == EXPLORE:
+            self._searcher.abandon(tags)
+            self._stop_paused_siblings(tune_controller, tags)
+
+    def _stop_paused_siblings(self, tune_controller, tags: dict[str, Any]) -> None:
+        key = self._searcher.sample_key(tags)
+        for other in tune_controller.get_trials():
+            other_tags = other.config.get("study") or {}
+            if other.status == "PAUSED" and self._searcher.sample_key(other_tags) == key:
+                self.stopped_trials += 1
+                tune_controller.stop_trial(other)
+
+    def _may_resume(self, trial) -> bool:
+        """A paused seed runs again only once its sample's last rung is decided."""
+        return not self._searcher.waiting_at_last_rung(trial.config.get("study") or {})
+
+    def debug_string(self) -> str:
+        return f"ArmAwareASHA: {self.stopped_trials} trials stopped with their sample's seeds"
+
+
+class PlannedSearcher(Searcher):
+    """Confirm phase: a fixed list of trials (chosen sample per arm x all seeds), FIFO."""
+
+    def __init__(self, spec: StudySpec, configs: list[dict]):
+        super().__init__(metric=spec.metric.name, mode=spec.metric.mode)
+        self._configs = list(configs)
+        self._next = 0
+
+    def suggest(self, trial_id: str) -> dict | None:
+        if self._next >= len(self._configs):
+            return Searcher.FINISHED
+        self._next += 1
+        return self._configs[self._next - 1]
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict | None = None, error: bool = False
+    ) -> None:
+        pass
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as out:
+            pickle.dump(self.__dict__, out)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as src:
+            self.__dict__.update(pickle.load(src))
+
+
+def confirm_configs(
+    spec: StudySpec, arms: list[Arm], chosen: dict[str, list[dict[str, Any]]]
+) -> list[dict]:
+    """Every chosen sample of every arm on every confirm seed; seed-major so that an
+    interrupted confirm phase still has complete pairs across arms for the seeds it finished."""
+    assert spec.confirm is not None
+    configs = []
+    for seed in spec.confirm.seeds:
+        for arm in arms:
+            for index, params in enumerate(chosen[arm.id]):
+                configs.append(
+                    {
+                        "trial": trial_config(spec, arm, params, seed),
+                        "study": study_tags(CONFIRM, arm, index, seed),
+                    }
+                )
+    return configs

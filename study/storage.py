@@ -1,0 +1,88 @@
+"""Where a study keeps its Ray experiments and its own small state file.
+
+Layout: `<storage>/<study>/<profile>-<YYYYmmdd-HHMMSS>/{study.json, explore/, confirm/}`. A new
+invocation gets a new folder; `--resume` continues the newest folder of the same study and
+profile. `storage` is a local path or a URI Ray understands (s3://, gs://, file://); small
+files go through pyarrow's filesystem layer, as Ray's own do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from trainables.errors import UserInputError
+
+STATE_FILE = "study.json"
+
+
+def is_uri(path: str) -> bool:
+    return "://" in path
+
+
+class StudyStore:
+    def __init__(self, storage: str):
+        self.root = storage if is_uri(storage) else str(Path(storage).expanduser().resolve())
+        try:
+            self.fs, self.base = (
+                pafs.FileSystem.from_uri(self.root)
+                if is_uri(storage)
+                else (pafs.LocalFileSystem(), self.root)
+            )
+        except Exception as err:  # pyarrow's error names the scheme it cannot handle
+            raise UserInputError(f"--storage {storage}: {err}") from err
+
+    def join(self, *parts: str) -> str:
+        return "/".join([self.root.rstrip("/"), *parts])
+
+    def _path(self, *parts: str) -> str:
+        return "/".join([self.base.rstrip("/"), *parts])
+
+    def check_writable(self) -> None:
+        """Fail before Ray starts rather than when the first checkpoint is written."""
+        probe = self._path(f".write-test-{uuid.uuid4().hex[:8]}")
+        try:
+            self.fs.create_dir(self.base, recursive=True)
+            with self.fs.open_output_stream(probe) as out:
+                out.write(b"ok")
+            self.fs.delete_file(probe)
+        except OSError as err:
+            raise UserInputError(f"--storage {self.root} is not writable: {err}") from err
+
+    def new_study_dir(self, study: str, profile: str) -> str:
+        return f"{study}/{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+    def latest_study_dir(self, study: str, profile: str) -> str | None:
+        selector = pafs.FileSelector(self._path(study), allow_not_found=True)
+        names = sorted(
+            info.base_name
+            for info in self.fs.get_file_info(selector)
+            if info.type == pafs.FileType.Directory and info.base_name.startswith(f"{profile}-")
+        )
+        return f"{study}/{names[-1]}" if names else None
+
+    def read_state(self, study_dir: str) -> dict[str, Any] | None:
+        path = self._path(study_dir, STATE_FILE)
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        with self.fs.open_input_stream(path) as src:
+            return json.loads(src.read().decode())
+
+    def write_state(self, study_dir: str, state: dict[str, Any]) -> None:
+        """Write-then-rename on local disks, so a crash never leaves half a state file."""
+        folder = self._path(study_dir)
+        self.fs.create_dir(folder, recursive=True)
+        text = json.dumps(state, indent=2, sort_keys=True).encode()
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            tmp = Path(folder) / f".{STATE_FILE}.tmp"
+            tmp.write_bytes(text)
+            os.replace(tmp, Path(folder) / STATE_FILE)
+        else:
+            with self.fs.open_output_stream(self._path(study_dir, STATE_FILE)) as out:
+                out.write(text)

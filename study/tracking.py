@@ -1,0 +1,253 @@
+"""MLflow records of a study, written only from the driver (so a sqlite store is safe).
+
+Tree: experiment = study name; one *study run* per invocation of `study.run`; under it one
+*arm run* per arm (issue: the report adds the arm's summary statistics there); under each arm
+run one *trial run* per trial, with every factor as a param, a metric per evaluation (step =
+optimizer step), the final metrics, and tags for arm, phase, sample, seed, status
+(completed / pruned / errored) and Ray's trial id.
+
+Every run is found by a stable key before it is created, so `--resume` (a new driver, a
+restored Tune experiment) writes into the same runs and never duplicates one; metrics at
+steps already logged are not logged again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+from ray.tune import Callback
+
+from study.plan import trial_key
+
+log = logging.getLogger(__name__)
+
+# What Ray adds to every result; not metrics of the trial.
+RAY_KEYS = {
+    "time_this_iter_s", "time_total_s", "timestamp", "training_iteration", "pid", "hostname",
+    "node_ip", "time_since_restore", "iterations_since_restore", "checkpoint_dir_name",
+    "date", "trial_id", "experiment_tag", "done", "should_checkpoint", "config",
+}  # fmt: skip
+STATUS_RUN = {
+    "completed": RunStatus.to_string(RunStatus.FINISHED),
+    "pruned": RunStatus.to_string(RunStatus.KILLED),
+    "errored": RunStatus.to_string(RunStatus.FAILED),
+}
+MAX_PARAM = 6000  # MLflow's limit on a param value
+
+
+def default_tracking_uri(base: Path | str = ".") -> str:
+    """DESIGN §5: a sqlite store beside the project (MLflow 3 refuses a bare file store)."""
+    return f"sqlite:///{(Path(base) / 'mlflow.db').resolve()}"
+
+
+def numeric_metrics(result: dict[str, Any]) -> dict[str, float]:
+    return {
+        key: float(value)
+        for key, value in result.items()
+        if key not in RAY_KEYS and isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def trial_status(result: dict[str, Any] | None, errored: bool) -> str:
+    """`final` is the trainable's own end marker; Ray's `done` is also set for stopped trials."""
+    if errored:
+        return "errored"
+    return "completed" if result and result.get("final") else "pruned"
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text[:MAX_PARAM]
+
+
+class StudyTracker:
+    """Find-or-create access to the study's runs; no Ray here, so it is testable alone."""
+
+    def __init__(self, tracking_uri: str, experiment: str):
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri)
+        found = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = (
+            found.experiment_id if found else self.client.create_experiment(experiment)
+        )
+
+    def _find(self, **tags: str) -> str | None:
+        where = " and ".join(f"tags.{k} = '{v}'" for k, v in tags.items())
+        runs = self.client.search_runs([self.experiment_id], filter_string=where, max_results=2)
+        return runs[0].info.run_id if runs else None
+
+    def _create(self, name: str, parent: str | None, tags: dict[str, str]) -> str:
+        all_tags = {MLFLOW_RUN_NAME: name, **tags}
+        if parent:
+            all_tags[MLFLOW_PARENT_RUN_ID] = parent
+        return self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
+
+    def study_run(self, invocation: str, name: str, tags: dict[str, str], params: dict) -> str:
+        run_id = self._find(study_invocation=invocation, run_kind="study")
+        if run_id is None:
+            run_id = self._create(
+                name, None, {**tags, "study_invocation": invocation, "run_kind": "study"}
+            )
+            self.log_params(run_id, params)
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+        return run_id
+
+    def arm_run(self, study_run: str, arm_id: str, factors: dict[str, Any]) -> str:
+        run_id = self._find(study_run_id=study_run, run_kind="arm", arm=arm_id)
+        if run_id is None:
+            run_id = self._create(
+                arm_id, study_run, {"study_run_id": study_run, "run_kind": "arm", "arm": arm_id}
+            )
+            self.log_params(run_id, factors)
+        return run_id
+
+    def trial_run(self, study_run: str, arm_run: str, key: str, tags: dict[str, str]) -> str:
+        run_id = self._find(study_run_id=study_run, run_kind="trial", trial_key=key)
+        if run_id is None:
+            run_id = self._create(
+                key,
+                arm_run,
+                {**tags, "study_run_id": study_run, "run_kind": "trial", "trial_key": key},
+            )
+        return run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        items = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
+        for start in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[start : start + 100])
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
+        now = int(time.time() * 1000)
+        items = [Metric(k, v, now, step) for k, v in sorted(metrics.items()) if math.isfinite(v)]
+        for start in range(0, len(items), 500):
+            self.client.log_batch(run_id, metrics=items[start : start + 500])
+
+    def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+
+    def last_step(self, run_id: str, metric: str = "step") -> int:
+        history = self.client.get_metric_history(run_id, metric)
+        return max((int(m.step) for m in history), default=-1)
+
+    def end(self, run_id: str, status: str) -> None:
+        self.client.set_terminated(run_id, status)
+
+
+class MlflowTrackingCallback(Callback):
+    """Ray Tune callback on the driver: one MLflow trial run per Tune trial.
+
+    Pickled with the Tuner (and restored on `--resume`), so the MLflow client is made lazily
+    and never pickled; which runs exist is found again from their tags.
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment: str,
+        study_run: str,
+        arm_runs: dict,
+        metric: str = "dev_f1",
+    ):
+        self.tracking_uri = tracking_uri
+        self.metric = metric
+        self.experiment = experiment
+        self.study_run = study_run
+        self.arm_runs = dict(arm_runs)
+        self._tracker: StudyTracker | None = None
+        self._runs: dict[str, str] = {}  # Tune trial id -> MLflow run id
+        self._logged_step: dict[str, int] = {}  # MLflow run id -> last step logged
+        self.finished: list[dict[str, Any]] = []  # one line per finished trial, for the CLI
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_tracker"] = None
+        return state
+
+    @property
+    def tracker(self) -> StudyTracker:
+        if self._tracker is None:
+            self._tracker = StudyTracker(self.tracking_uri, self.experiment)
+        return self._tracker
+
+    def _run_of(self, trial) -> str:
+        if trial.trial_id in self._runs:
+            return self._runs[trial.trial_id]
+        tags = trial.config["study"]
+        run_id = self.tracker.trial_run(
+            self.study_run,
+            self.arm_runs[tags["arm"]],
+            trial_key(tags),
+            {
+                "arm": tags["arm"],
+                "phase": tags["phase"],
+                "sample": str(tags["sample"]),
+                "seed": str(tags["seed"]),
+                "ray_trial_id": trial.trial_id,
+                "status": "running",
+            },
+        )
+        self._runs[trial.trial_id] = run_id
+        if run_id not in self._logged_step:
+            self._logged_step[run_id] = self.tracker.last_step(run_id)
+            if self._logged_step[run_id] < 0:
+                params = {**trial.config["trial"], **tags}
+                self.tracker.log_params(run_id, params)
+        return run_id
+
+    def on_trial_start(self, iteration, trials, trial, **info) -> None:
+        self._run_of(trial)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+        run_id = self._run_of(trial)
+        step = int(result.get("step", result.get("training_iteration", 0)))
+        if step <= self._logged_step.get(run_id, -1):
+            return  # a restored trial re-reporting what was logged before the restart
+        self.tracker.log_metrics(run_id, numeric_metrics(result), step)
+        if "node_id" in result:
+            self.tracker.set_tags(run_id, {"ray_node_id": result["node_id"]})
+        self._logged_step[run_id] = step
+
+    def _finish(self, trial, errored: bool) -> None:
+        run_id = self._run_of(trial)
+        result = trial.last_result or {}
+        status = trial_status(result, errored)
+        tags: dict[str, Any] = {"status": status}
+        if errored:
+            tags["error"] = _error_text(trial)
+        self.tracker.set_tags(run_id, tags)
+        self.tracker.end(run_id, STATUS_RUN[status])
+        study = trial.config["study"]
+        value = result.get(self.metric, float("nan"))
+        line = {**study, "status": status, self.metric: value, "epoch": result.get("epoch")}
+        self.finished.append(line)
+        log.info(
+            "trial finished: [%s] arm %s sample %s seed %s: %s %.4f at epoch %s (%s)",
+            study["phase"], study["arm"], study["sample"], study["seed"], self.metric,
+            value, f"{result.get('epoch', float('nan')):.2f}", status,
+        )  # fmt: skip
+
+    def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        self._finish(trial, errored=False)
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        self._finish(trial, errored=True)
+
+
+def _error_text(trial) -> str:
+    """The last line of the trial's error, which names the failure, for the MLflow tag."""
+    path = getattr(trial, "error_file", None)
+    text = ""
+    if path and Path(path).is_file():
+        text = Path(path).read_text(errors="replace")
+    text = text or str(getattr(trial, "error_msg", "") or "")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "unknown error"

@@ -1,0 +1,154 @@
+"""Tiny random-weight encoders and an offline word-piece tokenizer: the `tiny` model.
+
+Used by the `smoke` study (a whole study in seconds, to check the machinery rather than the
+science) and by the tests. Nothing here touches the network: models are built from configs and
+the tokenizer from a hand-written vocabulary, deterministic per seed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import string
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModel, BertTokenizerFast, PretrainedConfig, PreTrainedModel
+
+MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta-v2")
+
+HIDDEN = 32
+INTERMEDIATE = 64
+HEADS = 4
+VOCAB_SIZE = 100
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# Whole words commonly used in NER fixtures, plus single characters and their ##-pieces so that
+# any lowercase ASCII word or number splits into known sub-words (never [UNK]).
+WORDS = [
+    "the", "a", "of", "in", "and", "at", "to", "is", "lives", "works", "visited", "john",
+    "smith", "mary", "new", "york", "paris", "london", "berlin", "google", "acme", "corp",
+    "united", "nations", "play", "run", "walk",
+]  # fmt: skip
+SUFFIXES = ["##s", "##ed", "##ing", "##er", "##ly"]
+CHARACTERS = list(string.ascii_lowercase + string.digits)
+PUNCTUATION = list(".,;:!?'\"()-")
+# Ordered and without repeats: a repeated line would give ids beyond the embedding table.
+VOCAB = list(
+    dict.fromkeys(
+        SPECIAL_TOKENS
+        + WORDS
+        + SUFFIXES
+        + CHARACTERS
+        + ["##" + c for c in CHARACTERS]
+        + PUNCTUATION
+    )
+)
+
+
+def tiny_config(model_type: str = "bert", layers: int = 4, **overrides: object) -> PretrainedConfig:
+    """A config small enough that a forward pass takes milliseconds, shaped like the real family
+    (DeBERTa-v2 uses the v3-style relative attention so its extra encoder parts are exercised)."""
+    if model_type == "distilbert":
+        base: dict[str, object] = {
+            "n_layers": layers,
+            "dim": HIDDEN,
+            "hidden_dim": INTERMEDIATE,
+            "n_heads": HEADS,
+        }
+    else:
+        base = {
+            "num_hidden_layers": layers,
+            "hidden_size": HIDDEN,
+            "intermediate_size": INTERMEDIATE,
+            "num_attention_heads": HEADS,
+        }
+    base["vocab_size"] = VOCAB_SIZE
+    base["max_position_embeddings"] = 128
+    if model_type == "electra":
+        base["embedding_size"] = HIDDEN // 2  # exercises ELECTRA's embedding projection
+    if model_type == "deberta-v2":
+        base.update(
+            relative_attention=True,
+            pos_att_type=["p2c", "c2p"],
+            position_buckets=16,
+            max_relative_positions=-1,
+            norm_rel_ebd="layer_norm",
+            position_biased_input=False,
+            share_att_key=True,
+            type_vocab_size=0,
+        )
+    base.update(overrides)
+    return AutoConfig.for_model(model_type, **base)
+
+
+def tiny_encoder(
+    model_type: str = "bert", layers: int = 4, *, seed: int = 0, **overrides: object
+) -> PreTrainedModel:
+    """A bare random-weight encoder (the `AutoModel` class), in eval mode like `from_pretrained`.
+
+    Weights depend only on `seed`; the global RNG state is left as it was.
+    """
+    config = tiny_config(model_type, layers, **overrides)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(config)
+    return model.eval()
+
+
+def tiny_tokenizer(folder: Path) -> BertTokenizerFast:
+    """A fast lower-casing word-piece tokenizer over `VOCAB`, written to and read from `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab_file = folder / "vocab.txt"
+    vocab_file.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    # transformers 5 takes the vocabulary as `vocab`; 4.x took `vocab_file`.
+    params = inspect.signature(BertTokenizerFast.__init__).parameters
+    key = "vocab" if "vocab" in params else "vocab_file"
+    return BertTokenizerFast(**{key: str(vocab_file)}, do_lower_case=True)
+
+
+def tiny_model_folder(
+    tmp_path: Path, model_type: str = "bert", layers: int = 4, *, seed: int = 0
+) -> Path:
+    """Save a tiny encoder plus a fast tokenizer as a Hugging Face model folder, so loading code
+    can be tested exactly as with a downloaded model, offline."""
+    folder = Path(tmp_path) / f"tiny-{model_type}-{layers}"
+    tokenizer = tiny_tokenizer(folder)
+    model = tiny_encoder(
+        model_type,
+        layers,
+        seed=seed,
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+TINY_MODEL = "tiny"
+TINY_LAYERS = 4
+
+
+def cache_folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "ner-depth-study"
+
+
+def embedded_tiny_folder() -> str:
+    """The `tiny` model (BERT, 4 layers, 32 hidden, random weights from seed 0), built once into
+    the user's cache. Built in a temporary folder and renamed, so concurrent trials that both
+    find it missing never read half a folder."""
+    target = cache_folder() / f"tiny-bert-{TINY_LAYERS}-v{len(VOCAB)}"
+    if (target / "config.json").is_file():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        built = tiny_model_folder(Path(scratch), "bert", TINY_LAYERS)
+        try:
+            os.replace(built, target)
+        except OSError:
+            if not (target / "config.json").is_file():  # lost a race only if it now exists
+                raise
+    return str(target)

@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )
+    for chatty in ("mlflow", "alembic"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         return _run(args)
     except UserInputError as err:
@@ -76,12 +78,14 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
+    # Everything that can be refused is checked before anything is written anywhere.
+    store = StudyStore(args.storage)
+    profile = spec.profile or args.profile
+    study_dir, state = _study_dir(store, spec.name, profile, args.resume)
+    state["profile"] = profile
+    store.check_writable()
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
     tracker = phases.connect_tracking(uri, spec.name)
-    store = StudyStore(args.storage)
-    store.check_writable()
-    profile = spec.profile or "base"
-    study_dir, state = _study_dir(store, spec.name, profile, args.resume)
     log.info("plan: %s", plan.summary())
     log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
 
@@ -136,7 +140,7 @@ def _mlflow_runs(
 ) -> tuple[str, dict[str, str]]:
     tags = {
         "study": spec.name,
-        "profile": spec.profile or "base",
+        "profile": state["profile"],
         "plan": plan.summary(),
         "code_version": code_version(),
         "model": spec.model,
@@ -144,7 +148,7 @@ def _mlflow_runs(
         "data_fingerprint": data_fingerprint(spec.data),
         "study_file": str(spec.path),
     }
-    name = f"{spec.name}/{spec.profile or 'base'}"
+    name = f"{spec.name}/{state['profile']}"
     study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
     arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
     state.update(study_run=study_run)

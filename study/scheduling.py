@@ -101,7 +101,8 @@ class ArmSearcher(Searcher):
         self._seeds = tuple(spec.explore.seeds)
         self._distributions = {k: optuna_distribution(d) for k, d in spec.search.items()}
         direction = "maximize" if spec.metric.mode == "max" else "minimize"
-        startup = max(1, min(10, spec.explore.samples // 2))
+        # random start-up draws depend on the seed alone, not on what finished first
+        startup = max(2, min(10, spec.explore.samples // 2))
         self._studies = {
             arm.id: optuna.create_study(
                 direction=direction,

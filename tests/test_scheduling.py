@@ -1,0 +1,155 @@
+"""The arm-aware search and pruning logic, driven directly with constructed results."""
+
+from __future__ import annotations
+
+import pytest
+from optuna.trial import TrialState
+from ray.tune.schedulers import TrialScheduler
+
+from study.plan import make_plan
+from study.scheduling import ArmSearcher, PlannedSearcher, confirm_configs
+from study.spec import load_study
+from tests.study_helpers import write_study
+
+CONTINUE, STOP, PAUSE = TrialScheduler.CONTINUE, TrialScheduler.STOP, TrialScheduler.PAUSE
+
+
+@pytest.fixture
+def spec(tmp_path, tiny_model, tiny_corpus):
+    path = write_study(
+        tmp_path,
+        str(tiny_model),
+        tiny_corpus,
+        search={"lr": {"type": "loguniform", "low": 1.0e-4, "high": 1.0e-2}},
+        metric={"name": "dev_f1", "mode": "max"},
+    )
+    return load_study(str(path), "default")
+
+
+@pytest.fixture
+def searcher(spec):
+    return ArmSearcher(spec, make_plan(spec).arms)
+
+
+def _suggest_all(searcher) -> list[tuple[str, dict]]:
+    out = []
+    while True:
+        trial_id = f"t{len(out)}"
+        config = searcher.suggest(trial_id)
+        if config == ArmSearcher.FINISHED:
+            return out
+        out.append((trial_id, config))
+
+
+def _result(step: int, epoch: float, f1: float, final: bool = False) -> dict:
+    return {"step": step, "epoch": epoch, "dev_f1": f1, **({"final": 1.0} if final else {})}
+
+
+def test_samples_are_emitted_once_per_seed_back_to_back_round_robin_over_arms(searcher):
+    suggested = _suggest_all(searcher)
+    assert len(suggested) == 2 * 2 * 2  # arms x samples x seeds
+    tags = [c["study"] for _, c in suggested]
+    assert [(t["arm_index"], t["sample"], t["seed"]) for t in tags] == [
+        (0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (0, 1, 0), (0, 1, 1), (1, 1, 0), (1, 1, 1),
+    ]  # fmt: skip
+    for first, second in zip(suggested[::2], suggested[1::2], strict=True):
+        assert first[1]["trial"]["lr"] == second[1]["trial"]["lr"]  # one sample, two seeds
+        assert first[1]["trial"]["seed"] != second[1]["trial"]["seed"]
+
+
+def test_asha_decides_on_the_seed_mean_and_stops_both_seeds(searcher):
+    suggested = _suggest_all(searcher)
+    (_, a0), (_, a1), _, _, (_, b0), (_, b1), _, _ = suggested  # arm 0: samples a and b
+    ta0, ta1, tb0, tb1 = (c["study"] for c in (a0, a1, b0, b1))
+    # sample a reaches rung 1 (epoch 1) first with mean 0.5
+    assert searcher.decide(ta0, _result(10, 1.0, 0.6)) == CONTINUE
+    assert searcher.decide(ta1, _result(10, 1.0, 0.4)) == CONTINUE
+    # sample b: one seed alone would beat a's mean (0.7 > 0.5), but the mean (0.35) does not
+    assert searcher.decide(tb0, _result(10, 1.0, 0.7)) == CONTINUE  # undecided: seed 1 missing
+    assert searcher.decide(tb1, _result(10, 1.0, 0.0)) == STOP
+    assert searcher.decide(tb0, _result(20, 2.0, 0.9)) == STOP  # its sibling goes with it
+    assert searcher.is_stopped(tb0) and searcher.is_stopped(tb1)
+    assert not searcher.is_stopped(ta0)
+
+
+def test_arms_are_never_compared(searcher):
+    suggested = _suggest_all(searcher)
+    arm0 = [c["study"] for _, c in suggested if c["study"]["arm_index"] == 0][:2]
+    arm1 = [c["study"] for _, c in suggested if c["study"]["arm_index"] == 1][:2]
+    for tags in arm0:  # arm 0 sets a high bar at rung 1 ...
+        searcher.decide(tags, _result(10, 1.0, 0.9))
+    for tags in arm1:  # ... which arm 1's first sample, far below it, is never held to
+        assert searcher.decide(tags, _result(10, 1.0, 0.1)) == CONTINUE
+
+
+def test_a_seed_ahead_waits_at_the_last_rung_for_its_siblings(searcher):
+    (_, c0), (_, c1), *_ = _suggest_all(searcher)
+    t0, t1 = c0["study"], c1["study"]
+    assert searcher.last_rung(t0["arm"]) == 2.0  # epochs 4, grace 1, factor 2: rungs 1 and 2
+    for step, epoch in ((10, 1.0), (20, 2.0)):
+        decision = searcher.decide(t0, _result(step, epoch, 0.5))
+    assert decision == PAUSE and searcher.waiting_at_last_rung(t0)
+    assert searcher.decide(t1, _result(10, 1.0, 0.5)) == CONTINUE
+    assert searcher.decide(t1, _result(20, 2.0, 0.5)) == CONTINUE
+    assert not searcher.waiting_at_last_rung(t0)  # released: may run to the end
+
+
+def test_an_errored_seed_releases_and_stops_its_siblings(searcher):
+    (_, c0), (_, c1), *_ = _suggest_all(searcher)
+    searcher.decide(c0["study"], _result(10, 1.0, 0.5))
+    searcher.decide(c0["study"], _result(20, 2.0, 0.5))
+    searcher.abandon(c1["study"])
+    assert not searcher.waiting_at_last_rung(c0["study"])
+    assert searcher.decide(c0["study"], _result(30, 3.0, 0.5)) == STOP
+
+
+def _finish(searcher, trial_id, config, f1=None, error=False):
+    result = _result(40, 4.0, f1, final=True) if f1 is not None else {"dev_f1": 0.1}
+    searcher.on_trial_complete(trial_id, result, error=error)
+
+
+def test_optuna_is_told_complete_pruned_or_failed_per_sample(searcher):
+    suggested = _suggest_all(searcher)
+    (i0, c0), (i1, c1), (j0, d0), (j1, d1), (k0, e0), (k1, e1), _, _ = suggested
+    _finish(searcher, i0, c0, 0.4)
+    study = searcher._studies[c0["study"]["arm"]]
+    assert study.trials[0].state == TrialState.RUNNING  # one seed is not a sample
+    _finish(searcher, i1, c1, 0.6)
+    assert study.trials[0].state == TrialState.COMPLETE
+    assert study.trials[0].value == pytest.approx(0.5)  # the mean over seeds
+    # arm 0, sample 1: stopped at rung 1, told PRUNED with the rung mean, not as a final value
+    searcher.decide(e0["study"], _result(10, 1.0, 0.0))
+    searcher.decide(e1["study"], _result(10, 1.0, 0.0))
+    _finish(searcher, k0, e0)
+    _finish(searcher, k1, e1)
+    assert study.trials[1].state == TrialState.PRUNED
+    assert study.trials[1].intermediate_values == {0: 0.0}
+    # arm 1, sample 0: one seed errored
+    _finish(searcher, j0, d0, 0.9)
+    _finish(searcher, j1, d1, error=True)
+    other = searcher._studies[d0["study"]["arm"]]
+    assert other.trials[0].state == TrialState.FAIL
+    assert searcher.best_samples() == {c0["study"]["arm"]: {"lr": c0["trial"]["lr"]}}
+
+
+def test_searcher_state_survives_save_and_restore(searcher, spec, tmp_path):
+    first = [searcher.suggest(f"t{i}") for i in range(3)]
+    searcher.decide(first[0]["study"], _result(10, 1.0, 0.5))
+    searcher.save(str(tmp_path / "state.pkl"))
+    fresh = ArmSearcher(spec, make_plan(spec).arms)
+    fresh.restore(str(tmp_path / "state.pkl"))
+    assert fresh.samples.keys() == searcher.samples.keys()
+    assert fresh.samples["depth=3#0"].reports == {0: {10: (1.0, 0.5)}}
+    assert len(_suggest_all(fresh)) == 8 - 3  # continues where it stopped, asks no sample twice
+
+
+def test_confirm_runs_every_chosen_sample_on_every_seed_seed_major(spec):
+    arms = make_plan(spec).arms
+    chosen = {arm.id: [{"lr": 0.001}] for arm in arms}
+    configs = confirm_configs(spec, arms, chosen)
+    order = [(c["study"]["seed"], c["study"]["arm_index"]) for c in configs]
+    assert order == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert all(c["study"]["phase"] == "confirm" and c["trial"]["lr"] == 0.001 for c in configs)
+    planned = PlannedSearcher(spec, configs)
+    got = [planned.suggest(f"t{i}") for i in range(5)]
+    assert got[:4] == configs and got[4] == PlannedSearcher.FINISHED

@@ -80,18 +80,27 @@ def start_ray(address: str | None, num_cpus: int | None, store: StudyStore) -> N
         where = f"--address {address}" if address else "a local Ray"
         raise UserInputError(f"cannot start or reach {where}: {_one_line(err)}") from err
     nodes = [n for n in ray.nodes() if n.get("Alive")]
-    hosts = {n["NodeManagerAddress"] for n in nodes}
     log.info(
         "Ray: %d node(s) on %d host(s), resources %s",
-        len(nodes), len(hosts), ray.cluster_resources(),
+        len(nodes), len({n["NodeManagerAddress"] for n in nodes}), ray.cluster_resources(),
     )  # fmt: skip
-    if len(hosts) > 1 and not is_uri(store.root):
+    problem = storage_problem(nodes, store)
+    if problem:
         ray.shutdown()
-        raise UserInputError(
-            f"the Ray cluster spans {len(hosts)} hosts but --storage {store.root} is a local "
-            "path that the other hosts cannot see; give shared storage as a URI "
-            "(s3://..., gs://..., or file:///path/on/a/shared/filesystem)"
-        )
+        raise UserInputError(problem)
+
+
+def storage_problem(nodes: list[dict], store: StudyStore) -> str | None:
+    """Checkpoints written on one host must be readable where a trial resumes: a plain local
+    path is only safe when every node is on this one host."""
+    hosts = {n["NodeManagerAddress"] for n in nodes if n.get("Alive")}
+    if len(hosts) <= 1 or is_uri(store.root):
+        return None
+    return (
+        f"the Ray cluster spans {len(hosts)} hosts but --storage {store.root} is a local "
+        "path that the other hosts cannot see; give shared storage as a URI "
+        "(s3://..., gs://..., or file:///path/on/a/shared/filesystem)"
+    )
 
 
 def _tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> tune.Tuner:

@@ -1,0 +1,104 @@
+"""What does orchestration cost? The same trials, side by side in one run:
+
+  plain:  each trial's config trained by `trainables.train.Trial` in a pool of C worker
+          processes (no Ray, no MLflow): the pure training time at concurrency C;
+  study:  `python -m study.run` on a study file holding exactly those trials (confirm phase
+          only, so no pruning changes the work), with Ray Tune and MLflow tracking.
+
+Prints both wall times and their ratio (target <= 1.10). Uses the embedded MiniLM + WNUT-16.
+
+    ./with-venv python bench/study_overhead.py [--trials-per-arm 4] [--fraction 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing import get_context
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from study.plan import make_plan  # noqa: E402
+from study.scheduling import confirm_configs  # noqa: E402
+from study.spec import load_study  # noqa: E402
+
+
+def study_file(folder: Path, seeds: int, fraction: float, epochs: int) -> Path:
+    study = {
+        "description": "orchestration overhead benchmark",
+        "model": "minilm",
+        "data": {"embedded": "wnut16"},
+        "grid": {"depth": ["full", "full-1"]},
+        "fixed": {"lr": 1.0e-4, "epochs": epochs, "data_fraction": fraction},
+        "seeds": seeds,
+        "phases": {"confirm": {"select": [{}], "seeds": seeds}},
+        "resources": {"cpu": 1, "gpu": 0},
+    }
+    path = folder / "overhead.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
+def train_one(config: dict) -> float:
+    from trainables.config import TrialConfig
+    from trainables.train import Trial
+
+    started = time.perf_counter()
+    trial = Trial(TrialConfig.from_dict(config))
+    for _ in trial.run():
+        pass
+    return time.perf_counter() - started
+
+
+def plain_wall(configs: list[dict], concurrency: int) -> tuple[float, float]:
+    started = time.perf_counter()
+    with get_context("spawn").Pool(concurrency) as pool:
+        times = pool.map(train_one, configs, chunksize=1)
+    return time.perf_counter() - started, sum(times)
+
+
+def study_wall(path: Path, folder: Path, concurrency: int) -> float:
+    command = [
+        sys.executable, "-m", "study.run", str(path), "--storage", str(folder / "ray"),
+        "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--num-cpus", str(concurrency),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"the study failed:\n{done.stderr[-3000:]}")
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials-per-arm", type=int, default=4, help="seeds per arm")
+    parser.add_argument("--fraction", type=float, default=0.1, help="training data fraction")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = study_file(folder, args.trials_per_arm, args.fraction, args.epochs)
+        spec = load_study(str(path), "default")
+        plan = make_plan(spec)
+        chosen = {arm.id: [{}] for arm in plan.arms}
+        configs = [c["trial"] for c in confirm_configs(spec, plan.arms, chosen)]
+        print(f"{len(configs)} trials of MiniLM on {args.fraction:g} of WNUT-16, "
+              f"{args.epochs} epochs, {args.concurrency} at a time")  # fmt: skip
+        plain, trial_sum = plain_wall(configs, args.concurrency)
+        print(f"plain trainables: wall {plain:.1f} s (sum of trial times {trial_sum:.1f} s)")
+        study = study_wall(path, folder, args.concurrency)
+        print(f"study.run (Ray Tune + MLflow): wall {study:.1f} s")
+        print(f"overhead ratio study / plain: {study / plain:.3f} (target <= 1.10)")
+
+
+if __name__ == "__main__":
+    main()

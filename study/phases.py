@@ -4,6 +4,7 @@ for each phase, pick the confirm samples, and summarise the confirm phase from M
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import urllib.error
 import urllib.request
@@ -151,9 +152,7 @@ def run_explore(context: PhaseContext) -> bool:
 def run_confirm(context: PhaseContext, chosen: dict[str, list[dict[str, Any]]]) -> bool:
     configs = confirm_configs(context.spec, context.plan.arms, chosen)
     searcher = PlannedSearcher(context.spec, configs)
-    scheduler = LimitedFIFO(
-        context.spec.metric.name, context.spec.metric.mode, context.max_concurrent
-    )
+    scheduler = LimitedFIFO(searcher, context.max_concurrent)
     return _run_phase(context, CONFIRM, searcher, scheduler, len(configs))
 
 
@@ -175,6 +174,8 @@ def choose_samples(context: PhaseContext) -> dict[str, list[dict[str, Any]]]:
         if len(trials) < len(spec.explore.seeds) or not all(r.get("final") for r in results):
             continue
         score = sign * statistics.fmean(r[spec.metric.name] for r in results)
+        if math.isnan(score):
+            continue
         params = {k: trials[0].config["trial"][k] for k in spec.search}
         if arm not in best or score > best[arm][0]:
             best[arm] = (score, params)

@@ -106,6 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     finished = _run_phases(context, state)
     if not finished:
         tracker.set_tags(study_run, {"state": "interrupted"})
+        tracker.end_study(study_run, arm_runs, "KILLED")
         print(
             "study interrupted; its state is saved. Resume with:\n  python -m study.run "
             f"{spec.name} --profile {profile} --resume",
@@ -115,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
     summary = phases.confirm_summary(tracker, study_run)
     print(summary)
     tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
-    tracker.end(study_run, "FINISHED")
+    tracker.end_study(study_run, arm_runs, "FINISHED")
     return 0
 
 

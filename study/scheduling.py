@@ -24,6 +24,7 @@ sample while keeping seed 1 (the comparison would then be decided by pruning see
 from __future__ import annotations
 
 import logging
+import math
 import pickle
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,8 +77,9 @@ class SampleRecord:
     params: dict[str, Any]
     optuna_number: int
     seeds: tuple[int, ...]
+    # seed -> evaluation index -> (epoch, metric)
     reports: dict[int, dict[int, tuple[float, float]]] = field(default_factory=dict)
-    fed_steps: list[int] = field(default_factory=list)  # evaluations already put to ASHA
+    fed_steps: list[int] = field(default_factory=list)  # evaluation indices put to ASHA
     rung_means: list[tuple[float, float]] = field(default_factory=list)  # (epoch, mean)
     stopped_at: float | None = None  # epoch at which ASHA stopped the sample
     abandoned: bool = False  # a seed errored: the sample can no longer be judged
@@ -90,7 +92,34 @@ class SampleRecord:
         return f"{self.arm}#{self.index}"
 
 
-class ArmSearcher(Searcher):
+class _SavedSearcher(Searcher):
+    """Tune checkpoints a searcher with the experiment by calling save/restore; the whole
+    state is pickled. The file is our own, written by `save` inside the experiment's folder,
+    never user input. Restoring updates the object in place, so the scheduler that holds a
+    reference to it sees the restored state."""
+
+    max_running: int | None = None  # set by the scheduler; None: as many as resources allow
+    active_trials: int = 0  # running + pending, refreshed by the scheduler at every step
+
+    def _room(self) -> bool:
+        """Tune starts every pending trial that fits the resources without asking the
+        scheduler, so a concurrency limit must stop trials from being created at all."""
+        return self.max_running is None or self.active_trials < self.max_running
+
+    def _admitted(self, config: dict) -> dict:
+        self.active_trials += 1
+        return config
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as out:
+            pickle.dump(self.__dict__, out)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as src:
+            self.__dict__.update(pickle.load(src))
+
+
+class ArmSearcher(_SavedSearcher):
     """Explore phase: per-arm seeded TPE samples, each run once per seed; owns the sample book."""
 
     def __init__(self, spec: StudySpec, arms: list[Arm], *, sampler_seed: int = 0):
@@ -137,13 +166,17 @@ class ArmSearcher(Searcher):
     def suggest(self, trial_id: str) -> dict | None:
         if not self._queue and not self._ask_next_sample():
             return Searcher.FINISHED
+        if not self._room():
+            return None
         sample, seed = self._queue.pop(0)
         self._trial_sample[trial_id] = (sample.key, seed)
         arm = self._arms[self._arm_index(sample.arm)]
-        return {
-            "trial": trial_config(self._spec, arm, sample.params, seed),
-            "study": study_tags(EXPLORE, arm, sample.index, seed),
-        }
+        return self._admitted(
+            {
+                "trial": trial_config(self._spec, arm, sample.params, seed),
+                "study": study_tags(EXPLORE, arm, sample.index, seed),
+            }
+        )
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         pass  # the scheduler records results through `decide`, before Tune tells us
@@ -155,8 +188,9 @@ class ArmSearcher(Searcher):
             return
         key, seed = self._trial_sample[trial_id]
         sample = self.samples[key]
-        if error:
+        if error:  # Tune says so only once no retry is left
             sample.outcome[seed] = "errored"
+            sample.abandoned = True
         elif result and result.get("final"):
             sample.outcome[seed] = "completed"
             sample.final[seed] = float(result[self.metric])
@@ -164,15 +198,6 @@ class ArmSearcher(Searcher):
             sample.outcome[seed] = "pruned"
         if len(sample.outcome) == len(sample.seeds) and not sample.told:
             self._tell(sample)
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as out:
-            pickle.dump(self.__dict__, out)
-
-    def restore(self, checkpoint_path: str) -> None:
-        # our own file, written by `save` in this experiment's directory; never user input
-        with open(checkpoint_path, "rb") as src:
-            self.__dict__.update(pickle.load(src))
 
     # --- asking and telling Optuna ----------------------------------------------------------
     def _arm_index(self, arm_id: str) -> int:
@@ -212,20 +237,23 @@ class ArmSearcher(Searcher):
     def decide(self, study_tags_: dict[str, Any], result: dict) -> str:
         """Record one seed's evaluation; return the decision for its whole sample."""
         sample = self.samples.get(self.sample_key(study_tags_))
+        final = bool(result.get("final"))
         if sample is None or self.metric not in result:
             return TrialScheduler.CONTINUE
         if sample.stopped_at is not None or sample.abandoned:
-            return TrialScheduler.STOP
+            return TrialScheduler.CONTINUE if final else TrialScheduler.STOP
         seed = int(study_tags_["seed"])
-        step = int(result["step"])
-        sample.reports.setdefault(seed, {})[step] = (
+        index = int(result.get("evaluation", result["step"]))
+        sample.reports.setdefault(seed, {})[index] = (
             float(result[TIME_ATTR]),
             float(result[self.metric]),
         )
         self._feed_complete_evaluations(sample)
         if sample.stopped_at is not None:
-            return TrialScheduler.STOP
+            return TrialScheduler.CONTINUE if final else TrialScheduler.STOP
         if self.waiting_at_last_rung(study_tags_):
+            # even a final result waits: a seed restored past the rung (after --resume) must
+            # not complete while its siblings may still be stopped there
             return TrialScheduler.PAUSE
         return TrialScheduler.CONTINUE
 
@@ -268,10 +296,10 @@ class ArmSearcher(Searcher):
         """Put every evaluation that all seeds have reached before the arm's ASHA, in order."""
         asha = self._ashas[sample.arm]
         common = set.intersection(*(set(sample.reports.get(s, {})) for s in sample.seeds))
-        for step in sorted(common - set(sample.fed_steps)):
-            sample.fed_steps.append(step)
-            epoch = sample.reports[sample.seeds[0]][step][0]
-            mean = float(np.mean([sample.reports[s][step][1] for s in sample.seeds]))
+        for index in sorted(common - set(sample.fed_steps)):
+            sample.fed_steps.append(index)
+            epoch = max(sample.reports[s][index][0] for s in sample.seeds)
+            mean = float(np.mean([sample.reports[s][index][1] for s in sample.seeds]))
             sample.rung_means.append((epoch, mean))
             if asha is None or epoch >= asha._max_t:
                 continue  # the final evaluation is never a reason to stop
@@ -300,47 +328,56 @@ class ArmSearcher(Searcher):
             if set(sample.outcome.values()) != {"completed"} or not sample.final:
                 continue
             score = sign * float(np.mean(list(sample.final.values())))
+            if math.isnan(score):
+                continue
             if sample.arm not in best or score > best[sample.arm][0]:
                 best[sample.arm] = (score, sample.params)
         return {arm: params for arm, (_, params) in best.items()}
 
 
 class LimitedFIFO(FIFOScheduler):
-    """First in, first out, with at most `max_running` trials running at once.
+    """First in, first out, with at most `max_running` trials running or pending at once.
 
-    The limit lives here rather than in Tune's `max_concurrent_trials`, which counts paused
-    trials as live: a seed paused to wait for its sibling would then keep that sibling from
-    ever being started.
+    Tune starts any pending trial that fits the resources without asking the scheduler, and
+    its own `max_concurrent_trials` counts paused trials as live (a seed paused to wait for a
+    sibling would then keep that sibling from ever starting). So the limit is a gate on the
+    searcher: it creates a trial only while running + pending trials are below the limit,
+    and this scheduler refreshes that count at every step.
     """
 
-    def __init__(self, metric: str, mode: str, max_running: int | None = None):
+    def __init__(self, searcher: _SavedSearcher, max_running: int | None = None):
         super().__init__()
-        self._metric, self._mode = metric, mode
-        self.max_running = max_running
+        self._metric, self._mode = searcher.metric, searcher.mode
+        self._searcher = searcher
+        searcher.max_running = max_running
+        self.stopped_trials = 0
 
-    def _full(self, trials) -> bool:
-        running = sum(1 for t in trials if t.status == "RUNNING")
-        return self.max_running is not None and running >= self.max_running
+    @property
+    def max_running(self) -> int | None:
+        return self._searcher.max_running
 
     def _may_resume(self, trial) -> bool:
         return True
 
+    def _tidy_paused(self, tune_controller, trials) -> None:
+        """Hook: deal with paused trials that must not run again."""
+
     def choose_trial_to_run(self, tune_controller):
         trials = tune_controller.get_trials()
-        if self._full(trials):
-            return None
-        # A paused seed that may go on first: finishing started samples frees their
-        # checkpoints and tells Optuna sooner than starting new ones.
-        for trial in trials:
-            if trial.status == "PAUSED" and self._may_resume(trial):
-                return trial
-        for trial in trials:
-            if trial.status == "PENDING":
-                return trial
-        return None
+        self._tidy_paused(tune_controller, trials)
+        running = sum(1 for t in trials if t.status == "RUNNING")
+        pending = [t for t in trials if t.status == "PENDING"]
+        self._searcher.active_trials = running + len(pending)
+        # a paused seed that may go on first: finishing started samples tells Optuna sooner
+        if self.max_running is None or running + len(pending) < self.max_running:
+            for trial in trials:
+                if trial.status == "PAUSED" and self._may_resume(trial):
+                    return trial
+        return pending[0] if pending else None
 
     def debug_string(self) -> str:
-        return f"FIFO, at most {self.max_running or 'any number of'} trials at once"
+        limit = self.max_running or "any number of"
+        return f"FIFO, at most {limit} trials at once; {self.stopped_trials} stopped early"
 
 
 class ArmAwareASHA(LimitedFIFO):
@@ -351,28 +388,15 @@ class ArmAwareASHA(LimitedFIFO):
     whose per-arm Ray ASHA decides for the whole sample.
     """
 
-    def __init__(self, searcher: ArmSearcher, max_running: int | None = None):
-        super().__init__(searcher.metric, searcher.mode, max_running)
-        self._searcher = searcher
-        self.stopped_trials = 0
-
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
         tags = trial.config.get("study")
         if not tags or tags.get("phase") != EXPLORE:
             return TrialScheduler.CONTINUE
-        if result.get("final"):
-            return TrialScheduler.CONTINUE  # the trial has ended; nothing to decide
         decision = self._searcher.decide(tags, result)
         if decision == TrialScheduler.STOP:
             self.stopped_trials += 1
             self._stop_paused_siblings(tune_controller, tags)
         return decision
-
-    def on_trial_error(self, tune_controller, trial) -> None:
-        tags = trial.config.get("study")
-        if tags and tags.get("phase") == EXPLORE:
-            self._searcher.abandon(tags)
-            self._stop_paused_siblings(tune_controller, tags)
 
     def _stop_paused_siblings(self, tune_controller, tags: dict[str, Any]) -> None:
         key = self._searcher.sample_key(tags)
@@ -382,15 +406,21 @@ class ArmAwareASHA(LimitedFIFO):
                 self.stopped_trials += 1
                 tune_controller.stop_trial(other)
 
+    def _tidy_paused(self, tune_controller, trials) -> None:
+        """A seed paused while its sample was stopped (a pause in flight, or an errored
+        sibling) is stopped rather than resumed."""
+        for trial in trials:
+            tags = trial.config.get("study") or {}
+            if trial.status == "PAUSED" and self._searcher.is_stopped(tags):
+                self.stopped_trials += 1
+                tune_controller.stop_trial(trial)
+
     def _may_resume(self, trial) -> bool:
         """A paused seed runs again only once its sample's last rung is decided."""
         return not self._searcher.waiting_at_last_rung(trial.config.get("study") or {})
 
-    def debug_string(self) -> str:
-        return f"ArmAwareASHA: {self.stopped_trials} trials stopped with their sample's seeds"
 
-
-class PlannedSearcher(Searcher):
+class PlannedSearcher(_SavedSearcher):
     """Confirm phase: a fixed list of trials (chosen sample per arm x all seeds), FIFO."""
 
     def __init__(self, spec: StudySpec, configs: list[dict]):
@@ -401,21 +431,15 @@ class PlannedSearcher(Searcher):
     def suggest(self, trial_id: str) -> dict | None:
         if self._next >= len(self._configs):
             return Searcher.FINISHED
+        if not self._room():
+            return None
         self._next += 1
-        return self._configs[self._next - 1]
+        return self._admitted(self._configs[self._next - 1])
 
     def on_trial_complete(
         self, trial_id: str, result: dict | None = None, error: bool = False
     ) -> None:
         pass
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as out:
-            pickle.dump(self.__dict__, out)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as src:
-            self.__dict__.update(pickle.load(src))
 
 
 def confirm_configs(

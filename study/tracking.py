@@ -13,6 +13,7 @@ steps already logged are not logged again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -48,6 +49,10 @@ def default_tracking_uri(base: Path | str = ".") -> str:
     return f"sqlite:///{(Path(base) / 'mlflow.db').resolve()}"
 
 
+def digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
 def numeric_metrics(result: dict[str, Any]) -> dict[str, float]:
     return {
         key: float(value)
@@ -80,6 +85,8 @@ class StudyTracker:
         )
 
     def _find(self, **tags: str) -> str | None:
+        """Search by tags whose values are hex digests or ids: MLflow's filter grammar cannot
+        match a value that contains a quote, and arm ids are free text."""
         where = " and ".join(f"tags.{k} = '{v}'" for k, v in tags.items())
         runs = self.client.search_runs([self.experiment_id], filter_string=where, max_results=2)
         return runs[0].info.run_id if runs else None
@@ -102,22 +109,25 @@ class StudyTracker:
         return run_id
 
     def arm_run(self, study_run: str, arm_id: str, factors: dict[str, Any]) -> str:
-        run_id = self._find(study_run_id=study_run, run_kind="arm", arm=arm_id)
+        key = digest(arm_id)
+        run_id = self._find(study_run_id=study_run, run_kind="arm", arm_key=key)
         if run_id is None:
             run_id = self._create(
-                arm_id, study_run, {"study_run_id": study_run, "run_kind": "arm", "arm": arm_id}
+                arm_id,
+                study_run,
+                {"study_run_id": study_run, "run_kind": "arm", "arm": arm_id, "arm_key": key},
             )
             self.log_params(run_id, factors)
+        else:
+            self.client.update_run(run_id, status="RUNNING")
         return run_id
 
     def trial_run(self, study_run: str, arm_run: str, key: str, tags: dict[str, str]) -> str:
-        run_id = self._find(study_run_id=study_run, run_kind="trial", trial_key=key)
+        hashed = digest(key)
+        run_id = self._find(study_run_id=study_run, run_kind="trial", trial_hash=hashed)
         if run_id is None:
-            run_id = self._create(
-                key,
-                arm_run,
-                {**tags, "study_run_id": study_run, "run_kind": "trial", "trial_key": key},
-            )
+            extra = {"run_kind": "trial", "trial_key": key, "trial_hash": hashed}
+            run_id = self._create(key, arm_run, {**tags, "study_run_id": study_run, **extra})
         return run_id
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
@@ -140,6 +150,13 @@ class StudyTracker:
 
     def end(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status)
+
+    def end_study(self, study_run: str, arm_runs: dict[str, str], status: str) -> None:
+        """Close the study run and its arm runs (FINISHED, or KILLED when interrupted; a
+        resumed study sets them RUNNING again)."""
+        for run_id in arm_runs.values():
+            self.end(run_id, status)
+        self.end(study_run, status)
 
 
 class MlflowTrackingCallback(Callback):

@@ -94,13 +94,48 @@ def test_a_seed_ahead_waits_at_the_last_rung_for_its_siblings(searcher):
     assert not searcher.waiting_at_last_rung(t0)  # released: may run to the end
 
 
-def test_an_errored_seed_releases_and_stops_its_siblings(searcher):
-    (_, c0), (_, c1), *_ = _suggest_all(searcher)
+def test_a_seed_that_failed_for_good_releases_and_stops_its_siblings(searcher):
+    (_, c0), (i1, c1), *_ = _suggest_all(searcher)
     searcher.decide(c0["study"], _result(10, 1.0, 0.5))
     searcher.decide(c0["study"], _result(20, 2.0, 0.5))
-    searcher.abandon(c1["study"])
+    searcher.on_trial_complete(i1, None, error=True)  # Tune: no retry left
+    assert searcher.is_stopped(c0["study"])
     assert not searcher.waiting_at_last_rung(c0["study"])
     assert searcher.decide(c0["study"], _result(30, 3.0, 0.5)) == STOP
+
+
+def test_a_final_result_waits_too_when_siblings_are_behind(searcher):
+    """After --resume a seed paused at the last rung can be restarted by Tune and train to
+    the end; its final result must still wait for the sample's last decision."""
+    (_, c0), (_, c1), *_ = _suggest_all(searcher)
+    t0, t1 = c0["study"], c1["study"]
+    searcher.decide(t0, _result(10, 1.0, 0.5))
+    assert searcher.decide(t0, _result(40, 4.0, 0.5, final=True)) == PAUSE
+    searcher.decide(t1, _result(10, 1.0, 0.5))
+    assert searcher.decide(t1, _result(20, 2.0, 0.5)) == CONTINUE
+    assert searcher.decide(t0, _result(40, 4.0, 0.5, final=True)) == CONTINUE
+
+
+def test_seeds_are_matched_by_evaluation_index_not_step(searcher):
+    """With a data fraction, seeds draw different subsets and can differ in steps per epoch;
+    their n-th evaluations still correspond."""
+    (_, a0), (_, a1), _, _, (_, b0), (_, b1), *_ = _suggest_all(searcher)
+    for tags, f1 in ((a0["study"], 0.6), (a1["study"], 0.6)):
+        searcher.decide(tags, {"step": 10, "evaluation": 1.0, "epoch": 1.0, "dev_f1": f1})
+    searcher.decide(b0["study"], {"step": 11, "evaluation": 1.0, "epoch": 1.0, "dev_f1": 0.1})
+    decision = searcher.decide(
+        b1["study"], {"step": 12, "evaluation": 1.0, "epoch": 1.0, "dev_f1": 0.1}
+    )
+    assert decision == STOP  # the two seeds' first evaluations were compared as one rung
+
+
+def test_the_concurrency_gate_holds_back_new_trials(spec):
+    limited = ArmSearcher(spec, make_plan(spec).arms)
+    limited.max_running = 2
+    assert limited.suggest("a") and limited.suggest("b")
+    assert limited.suggest("c") is None  # two running or pending: no third trial now
+    limited.active_trials = 1  # the scheduler saw one finish
+    assert limited.suggest("c") is not None
 
 
 def _finish(searcher, trial_id, config, f1=None, error=False):

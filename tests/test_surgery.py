@@ -305,3 +305,17 @@ def test_tiny_config_shapes_match_constants():
     # The head-slice masks above assume these sizes; fail loudly if tiny.py changes them.
     config = tiny_config("bert")
     assert (config.hidden_size, config.num_attention_heads) == (HIDDEN, HEADS)
+
+
+@pytest.mark.parametrize(("depth", "kept"), [("full", 4), ("full-1", 3), ("full - 3", 1)])
+def test_depth_relative_to_the_model_is_resolved_at_build_time(depth, kept):
+    """A cluster study names `full-1` without knowing the hub model's layer count."""
+    model = tiny_encoder("bert", layers=4)
+    surgery.truncate(model, depth)
+    assert surgery.num_blocks(model) == kept
+
+
+@pytest.mark.parametrize("depth", ["full-4", "full+1", "half"])
+def test_relative_depth_outside_the_model_is_an_error(depth):
+    with pytest.raises(ModelError, match="depth"):
+        surgery.truncate(tiny_encoder("bert", layers=4), depth)

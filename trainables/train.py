@@ -161,6 +161,9 @@ class Trial:
                     "train_tokens_per_s": tokens / busy if busy else 0.0,
                     **self._evaluate_dev(),
                 }
+                # the n-th evaluation: seeds of one sample can differ in steps per epoch
+                # (different subsets, windows), but their n-th evaluations correspond
+                metrics["evaluation"] = float(len(self.eval_steps))
                 if done:
                     metrics.update(self._final_metrics())
                 loss_sum, loss_count, tokens, busy = 0.0, 0, 0, 0.0

@@ -1,6 +1,11 @@
 """A study on a two-node Ray cluster on this machine: `ray start --head` and a second
-`ray start --address`, both on loopback with token authentication, each node with one CPU so
-trials must use both. Teardown kills only these nodes' process groups."""
+`ray start --address`, with token authentication, each node with one CPU so trials must use
+both. Teardown kills only these nodes' process groups.
+
+Ray 2.6x puts the nodes on the machine's address even when `--node-ip-address 127.0.0.1` is
+asked for (the GCS listens on every interface), so token authentication is what keeps this
+cluster private. The session folder is short on purpose: Ray's Unix sockets live in it and
+their paths may not exceed 107 bytes, which a pytest `tmp_path` easily does."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,21 +39,25 @@ def _free_port() -> int:
 
 def _start_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [RAY, "start", "--block", "--num-cpus", "1", "--node-ip-address", "127.0.0.1",
-         "--disable-usage-stats", *args],
+        [RAY, "start", "--block", "--num-cpus", "1", "--disable-usage-stats", *args],
         env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
 
 
-def _wait_for_nodes(address: str, env: dict, count: int, timeout: float = 120) -> None:
+def _wait_for_nodes(
+    address: str, env: dict, count: int, nodes: list[subprocess.Popen], log: Path,
+    timeout: float = 120,
+) -> None:  # fmt: skip
     probe = (
         "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
         "print(sum(1 for n in ray.nodes() if n['Alive']))"
     )
     deadline = time.time() + timeout
     while time.time() < deadline:
+        if any(node.poll() is not None for node in nodes):
+            pytest.fail(f"a Ray node exited while starting: {log.read_text()[-1500:]}")
         out = subprocess.run(
-            ["python", "-c", probe, address], env=env, capture_output=True, text=True
+            [sys.executable, "-c", probe, address], env=env, capture_output=True, text=True
         )
         if out.returncode == 0 and out.stdout.strip().endswith(str(count)):
             return
@@ -59,6 +70,7 @@ def two_nodes(tmp_path):
     if RAY is None:
         pytest.skip("the `ray` command is not on PATH")
     port = _free_port()
+    session = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
     env = {
         **os.environ,
         "RAY_AUTH_MODE": "token",
@@ -66,16 +78,16 @@ def two_nodes(tmp_path):
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
     }
     head = _start_node(
-        ["--head", "--port", str(port), "--temp-dir", str(tmp_path / "head"),
+        ["--head", "--port", str(port), "--temp-dir", str(session),
          "--include-dashboard", "false"],
         env, tmp_path / "head.log",
     )  # fmt: skip
     address = f"127.0.0.1:{port}"
     nodes = [head]
     try:
-        _wait_for_nodes(address, env, 1)
+        _wait_for_nodes(address, env, 1, nodes, tmp_path / "head.log")
         nodes.append(_start_node(["--address", address], env, tmp_path / "worker.log"))
-        _wait_for_nodes(address, env, 2)
+        _wait_for_nodes(address, env, 2, nodes, tmp_path / "worker.log")
         yield address, env
     finally:
         for node in nodes:
@@ -87,6 +99,7 @@ def two_nodes(tmp_path):
                 node.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
+        shutil.rmtree(session, ignore_errors=True)
 
 
 def test_a_study_runs_its_trials_on_both_nodes(two_nodes, tmp_path, tiny_model, tiny_corpus):

@@ -1,6 +1,6 @@
 """A study on a two-node Ray cluster on this machine: `ray start --head` and a second
-`ray start --address`, with token authentication, each node with one CPU so trials must use
-both. Teardown kills only these nodes' process groups.
+`ray start --address`, each with its own temp dir, with token authentication, each node with
+one CPU so trials must use both. Teardown kills only these nodes' process groups.
 
 Ray 2.6x puts the nodes on the machine's address even when `--node-ip-address 127.0.0.1` is
 asked for (the GCS listens on every interface), so token authentication is what keeps this
@@ -71,6 +71,8 @@ def two_nodes(tmp_path):
         pytest.skip("the `ray` command is not on PATH")
     port = _free_port()
     session = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    (session / "h").mkdir()
+    (session / "w").mkdir()
     env = {
         **os.environ,
         "RAY_AUTH_MODE": "token",
@@ -78,7 +80,7 @@ def two_nodes(tmp_path):
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
     }
     head = _start_node(
-        ["--head", "--port", str(port), "--temp-dir", str(session),
+        ["--head", "--port", str(port), "--temp-dir", str(session / "h"),
          "--include-dashboard", "false"],
         env, tmp_path / "head.log",
     )  # fmt: skip
@@ -86,8 +88,10 @@ def two_nodes(tmp_path):
     nodes = [head]
     try:
         _wait_for_nodes(address, env, 1, nodes, tmp_path / "head.log")
-        nodes.append(_start_node(["--address", address], env, tmp_path / "worker.log"))
+        worker_args = ["--address", address, "--temp-dir", str(session / "w")]
+        nodes.append(_start_node(worker_args, env, tmp_path / "worker.log"))
         _wait_for_nodes(address, env, 2, nodes, tmp_path / "worker.log")
+        assert any((session / "w").iterdir()), "the worker node ignored its --temp-dir"
         yield address, env
     finally:
         for node in nodes:
@@ -96,7 +100,7 @@ def two_nodes(tmp_path):
                 os.killpg(with_group, signal.SIGTERM)
         for node in nodes:
             try:
-                node.wait(timeout=30)
+                node.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
         shutil.rmtree(session, ignore_errors=True)

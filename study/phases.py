@@ -191,8 +191,9 @@ def choose_samples(context: PhaseContext) -> dict[str, list[dict[str, Any]]]:
     return {arm: [params] for arm, (_, params) in best.items()}
 
 
-def confirm_summary(tracker: StudyTracker, study_run: str) -> str:
-    """Per-arm dev/test F1 over confirm seeds and trial counts by status, from MLflow."""
+def confirm_summary(tracker: StudyTracker, study_run: str, metric: str = "dev_f1") -> str:
+    """Per-arm dev/test F1 (and the study metric, when it is another) over confirm seeds and
+    trial counts by status, read back from MLflow so it shows what was recorded."""
     runs = tracker.client.search_runs(
         [tracker.experiment_id],
         filter_string=f"tags.study_run_id = '{study_run}' and tags.run_kind = 'trial'",
@@ -209,11 +210,10 @@ def confirm_summary(tracker: StudyTracker, study_run: str) -> str:
             per_arm[tags["arm"]].append(run.data.metrics)
     if per_arm:
         lines.append("confirm phase, mean ± std over seeds (n):")
+    shown = ["dev_f1", "test_f1"] + ([metric] if metric not in ("dev_f1", "test_f1") else [])
     for arm, metrics in sorted(per_arm.items()):
-        lines.append(
-            f"  {arm:40s} dev F1 {_mean_std([m.get('dev_f1') for m in metrics])}  "
-            f"test F1 {_mean_std([m.get('test_f1') for m in metrics])}  (n={len(metrics)})"
-        )
+        cells = [f"{name} {_mean_std([m.get(name) for m in metrics])}" for name in shown]
+        lines.append(f"  {arm:40s} {'  '.join(cells)}  (n={len(metrics)})")
     return "\n".join(lines)
 
 

@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    summary = phases.confirm_summary(tracker, study_run)
+    summary = phases.confirm_summary(tracker, study_run, spec.metric.name)
     print(summary)
     tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
     tracker.end_study(study_run, arm_runs, "FINISHED")

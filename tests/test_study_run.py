@@ -112,6 +112,9 @@ def test_progress_lines_and_summary_are_printed(finished_study):
     finished_lines = [line for line in done.stderr.splitlines() if "trial finished:" in line]
     assert len(finished_lines) == 12
     assert "confirm phase, mean ± std over seeds" in done.stdout
+    arm_lines = [line for line in done.stdout.splitlines() if line.startswith("  depth=")]
+    assert len(arm_lines) == 2  # the study metric (dev_loss) is shown beside dev/test F1
+    assert all("dev_f1 " in line and "dev_loss " in line and "(n=2)" in line for line in arm_lines)
 
 
 def test_dry_run_prints_the_plan_without_running(tmp_path, tiny_model, tiny_corpus):

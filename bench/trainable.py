@@ -57,6 +57,16 @@ def _steps(trial, steps):
         epoch += 1
 
 
+def _length_grouping(grouped: bool) -> dict:
+    """transformers 5.x replaced `group_by_length=True` with a sampling strategy."""
+    from transformers import TrainingArguments
+
+    fields = getattr(TrainingArguments, "__dataclass_fields__", {})
+    if "train_sampling_strategy" in fields:
+        return {"train_sampling_strategy": "group_by_length" if grouped else "random"}
+    return {"group_by_length": grouped}
+
+
 def run_trainer(args, grouped: bool) -> dict:
     import torch
     from datasets import Dataset
@@ -97,7 +107,7 @@ def run_trainer(args, grouped: bool) -> dict:
         per_device_train_batch_size=args.batch_size,
         max_steps=args.steps,
         learning_rate=5e-5,
-        group_by_length=grouped,
+        **_length_grouping(grouped),
         report_to=[],
         save_strategy="no",
         eval_strategy="no",

@@ -120,6 +120,9 @@ def _tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: int)
             search_alg=searcher,
             scheduler=scheduler,
             num_samples=n_trials,
+            # a trial's worker keeps torch/transformers imported and the corpus cached for
+            # the next trial with the same resources: seconds saved on every trial
+            reuse_actors=True,
         ),
         run_config=tune.RunConfig(
             name=name,

@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     for chatty in ("mlflow", "alembic"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    # Tune snapshots its experiment state at every checkpoint because num_to_keep is set;
+    # that is what makes --resume exact, so its "snapshotting too often" warning is noise
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     try:
         return _run(args)
     except UserInputError as err:

@@ -108,8 +108,11 @@ class Trial:
         self.total_steps = cfg.epochs * self.batches_per_epoch
         if cfg.max_steps:
             self.total_steps = min(self.total_steps, cfg.max_steps)
+        # the fused kernel updates all parameters in one pass: on CPU the default per-tensor
+        # loop costs about a sixth of a MiniLM step; results stay deterministic
         self.optimizer = torch.optim.AdamW(
-            param_groups(self.model, cfg.lr, cfg.head_lr, cfg.weight_decay)
+            param_groups(self.model, cfg.lr, cfg.head_lr, cfg.weight_decay),
+            fused=self.device.type in ("cpu", "cuda"),
         )
         warmup = int(cfg.warmup_ratio * self.total_steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -197,7 +200,9 @@ class Trial:
                 f"(lr={self.scheduler.get_last_lr()[0]:.3g}); the trial's results are invalid"
             )
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), self.cfg.max_grad_norm, foreach=True
+        )
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)

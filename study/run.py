@@ -104,6 +104,7 @@ def _run(args: argparse.Namespace) -> int:
         study_run=study_run,
         arm_runs=arm_runs,
         max_concurrent=args.max_concurrent,
+        reuse_workers=args.address is None,
     )
     started = time.time()
     finished = _run_phases(context, state)

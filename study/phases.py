@@ -4,7 +4,6 @@ for each phase, pick the confirm samples, and summarise the confirm phase from M
 from __future__ import annotations
 
 import logging
-import math
 import statistics
 import urllib.error
 import urllib.request
@@ -21,6 +20,7 @@ from study.scheduling import (
     ArmSearcher,
     LimitedFIFO,
     PlannedSearcher,
+    best_per_arm,
     confirm_configs,
 )
 from study.spec import StudySpec
@@ -173,18 +173,14 @@ def choose_samples(context: PhaseContext) -> dict[str, list[dict[str, Any]]]:
     for trial in analysis.trials:
         tags = trial.config["study"]
         by_sample[(tags["arm"], tags["sample"])].append(trial)
-    sign = 1.0 if spec.metric.mode == "max" else -1.0
-    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    candidates = []
     for (arm, _), trials in by_sample.items():
         results = [t.last_result or {} for t in trials]
         if len(trials) < len(spec.explore.seeds) or not all(r.get("final") for r in results):
             continue
-        score = sign * statistics.fmean(r[spec.metric.name] for r in results)
-        if math.isnan(score):
-            continue
         params = {k: trials[0].config["trial"][k] for k in spec.search}
-        if arm not in best or score > best[arm][0]:
-            best[arm] = (score, params)
+        candidates.append((arm, [r[spec.metric.name] for r in results], params))
+    best = best_per_arm(candidates, spec.metric.mode)
     missing = [arm.id for arm in context.plan.arms if arm.id not in best]
     if missing:
         raise UserInputError(
@@ -193,7 +189,7 @@ def choose_samples(context: PhaseContext) -> dict[str, list[dict[str, Any]]]:
         )
     for arm, (score, params) in best.items():
         log.info("confirm: arm %s runs %s (explore mean %s %.4f)", arm, params,
-                 spec.metric.name, sign * score)  # fmt: skip
+                 spec.metric.name, score)  # fmt: skip
     return {arm: [params] for arm, (_, params) in best.items()}
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import pickle
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,12 +287,6 @@ class ArmSearcher(_SavedSearcher):
         sample = self.samples.get(self.sample_key(study_tags_))
         return bool(sample and (sample.stopped_at is not None or sample.abandoned))
 
-    def abandon(self, study_tags_: dict[str, Any]) -> None:
-        """A seed errored for good: its sample cannot be judged on the mean of all seeds."""
-        sample = self.samples.get(self.sample_key(study_tags_))
-        if sample is not None:
-            sample.abandoned = True
-
     def _feed_complete_evaluations(self, sample: SampleRecord) -> None:
         """Put every evaluation that all seeds have reached before the arm's ASHA, in order."""
         asha = self._ashas[sample.arm]
@@ -322,17 +317,28 @@ class ArmSearcher(_SavedSearcher):
 
     def best_samples(self) -> dict[str, dict[str, Any]]:
         """Per arm, the params of the completed sample with the best seed-mean final metric."""
-        best: dict[str, tuple[float, dict[str, Any]]] = {}
-        sign = 1.0 if self.mode == "max" else -1.0
-        for sample in self.samples.values():
-            if set(sample.outcome.values()) != {"completed"} or not sample.final:
-                continue
-            score = sign * float(np.mean(list(sample.final.values())))
-            if math.isnan(score):
-                continue
-            if sample.arm not in best or score > best[sample.arm][0]:
-                best[sample.arm] = (score, sample.params)
-        return {arm: params for arm, (_, params) in best.items()}
+        candidates = [
+            (sample.arm, list(sample.final.values()), sample.params)
+            for sample in self.samples.values()
+            if set(sample.outcome.values()) == {"completed"} and sample.final
+        ]
+        return {arm: params for arm, (_, params) in best_per_arm(candidates, self.mode).items()}
+
+
+def best_per_arm(
+    candidates: Iterable[tuple[str, list[float], dict[str, Any]]], mode: str
+) -> dict[str, tuple[float, dict[str, Any]]]:
+    """Per arm, (mean score, params) of the candidate whose seed-mean score is best; a NaN
+    mean (a diverged seed) is never best."""
+    sign = 1.0 if mode == "max" else -1.0
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    for arm, scores, params in candidates:
+        mean = float(np.mean(scores))
+        if math.isnan(mean):
+            continue
+        if arm not in best or sign * mean > sign * best[arm][0]:
+            best[arm] = (mean, params)
+    return best
 
 
 class LimitedFIFO(FIFOScheduler):
@@ -395,16 +401,9 @@ class ArmAwareASHA(LimitedFIFO):
         decision = self._searcher.decide(tags, result)
         if decision == TrialScheduler.STOP:
             self.stopped_trials += 1
-            self._stop_paused_siblings(tune_controller, tags)
+            # the sample is now stopped: its seeds paused at the rung go with it at once
+            self._tidy_paused(tune_controller, tune_controller.get_trials())
         return decision
-
-    def _stop_paused_siblings(self, tune_controller, tags: dict[str, Any]) -> None:
-        key = self._searcher.sample_key(tags)
-        for other in tune_controller.get_trials():
-            other_tags = other.config.get("study") or {}
-            if other.status == "PAUSED" and self._searcher.sample_key(other_tags) == key:
-                self.stopped_trials += 1
-                tune_controller.stop_trial(other)
 
     def _tidy_paused(self, tune_controller, trials) -> None:
         """A seed paused while its sample was stopped (a pause in flight, or an errored

@@ -23,6 +23,7 @@ from typing import Any
 from study import phases
 from study.fingerprint import code_version, data_fingerprint, model_fingerprint
 from study.plan import CONFIRM, EXPLORE, make_plan
+from study.report import write_report
 from study.spec import load_study
 from study.storage import StudyStore
 from study.tracking import StudyTracker, default_tracking_uri
@@ -42,6 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
     parser.add_argument("--storage", default="ray_results", help="Ray results: path or URI")
     parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
+    parser.add_argument("--reports", default="reports", help="where the report folder goes")
     return parser.parse_args(argv)
 
 
@@ -120,8 +122,25 @@ def _run(args: argparse.Namespace) -> int:
     summary = phases.confirm_summary(tracker, study_run, spec.metric.name)
     print(summary)
     tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
+    _report(uri, spec.name, study_run, args.reports)
     tracker.end_study(study_run, arm_runs, "FINISHED")
     return 0
+
+
+def _report(uri: str, study: str, study_run: str, reports: str) -> None:
+    """The study's data is safe in MLflow whatever happens here: a failed report is said in
+    one line with the command that makes it again, and the study still counts as finished."""
+    try:
+        report = write_report(uri, study, run_id=study_run, reports_root=reports)
+    except Exception as err:  # noqa: BLE001 - any failure of the report, never of the study
+        log.error(
+            "the study finished but its report failed (%s: %s); make it with: "
+            "python -m study.report %s --run-id %s", type(err).__name__, err, study, study_run,
+        )  # fmt: skip
+        return
+    significant = sum(c.significant for c in report.comparisons)
+    print(f"report: {report.folder / 'README.md'} ({len(report.comparisons)} comparisons, "
+          f"{significant} significant after Holm)")  # fmt: skip
 
 
 def _study_dir(

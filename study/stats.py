@@ -144,6 +144,8 @@ def compare(
     notes = [f"seeds {', '.join(map(str, unpaired))} unpaired or not finite"] if unpaired else []
     if len(seeds) < 2:
         notes.insert(0, f"{len(seeds)} paired seed(s); at least 2 are needed")
+        if not a and not b:
+            notes.append("neither arm recorded a finite value")
         return dataclasses.replace(base, note="; ".join(notes))
     diffs = xa - xb
     t_p, w_p = _paired_tests(diffs)

@@ -51,7 +51,7 @@ def study_command(study: Path, tmp: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "study.run", str(study), "--profile", "default",
         "--storage", str(tmp / "ray_results"), "--tracking-uri", tracking_uri(tmp),
-        "--num-cpus", "2", *extra,
+        "--num-cpus", "2", "--reports", str(tmp / "reports"), *extra,
     ]  # fmt: skip
 
 

@@ -1,0 +1,160 @@
+"""The report's figures, drawn from the tables of `study.report_data` with matplotlib.
+
+Each function writes one PNG and returns its path, or None when the study has nothing to
+show for it (no searched lr, fewer than two grid factors, ...). Figures are meant to be read
+at a glance in a paper appendix: every one has a title, labelled axes with units and a legend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on servers and CI
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from study.report_data import EXPLORE, StudyRecord  # noqa: E402
+
+LABELS = {
+    "dev_f1": "dev F1 (conlleval)",
+    "test_f1": "test F1 (conlleval)",
+    "curve_area": "learning-curve area (mean dev F1 over evaluations)",
+    "steps_to_95": "steps to 95% of final dev F1 (lower = faster)",
+}
+SHORT = {"dev_f1": "dev F1", "test_f1": "test F1", "curve_area": "curve area",
+         "steps_to_95": "steps to 95% F1 (lower = faster)"}  # fmt: skip
+DPI = 110
+
+
+def arm_labels(record: StudyRecord) -> dict[str, str]:
+    """Arms named by the factors that vary between them (`depth=5`), not the full id."""
+    varying = [k for k, v in record.grid.items() if len(v) > 1] or list(record.grid)
+    return {
+        arm: ", ".join(f"{k}={factors.get(k)}" for k in varying) or arm
+        for arm, factors in record.arms.items()
+    }
+
+
+def _colors(arms: list[str]) -> dict[str, tuple]:
+    cmap = plt.get_cmap("tab10")
+    return {arm: cmap(i % 10) for i, arm in enumerate(arms)}
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def lr_vs_f1(record: StudyRecord, path: Path) -> Path | None:
+    """Explore phase: final (or last, when pruned) dev F1 against the learning rate, one
+    colour per arm, one point per seed, a line through each sample's seed mean."""
+    t = record.trials
+    explore = t[(t.phase == EXPLORE) & t.status.isin(["completed", "pruned"])]
+    if explore.empty or "lr" not in record.searched or "dev_f1" not in explore:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    colors, labels = _colors(list(record.arms)), arm_labels(record)
+    for arm, rows in explore.groupby("arm", sort=False):
+        lr = rows.lr.astype(float)
+        done = rows.status == "completed"
+        ax.scatter(lr[done], rows.dev_f1[done], color=colors[arm], s=28, label=labels[arm])
+        ax.scatter(lr[~done], rows.dev_f1[~done], facecolors="none", edgecolors=colors[arm], s=28)
+        means = rows.assign(lr=lr).groupby("lr").dev_f1.agg(["mean", "min", "max"])
+        ax.plot(means.index, means["mean"], color=colors[arm], alpha=0.6)
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate (log scale)")
+    ax.set_ylabel(LABELS["dev_f1"])
+    ax.set_title(
+        f"{record.name}, explore: dev F1 vs learning rate per arm\n"
+        "filled = completed seed, hollow = pruned by ASHA (value at its last evaluation)",
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, title="arm")
+    return _save(fig, path)
+
+
+def learning_curves(curves: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
+    """Confirm phase: dev F1 over optimizer steps per arm, mean over seeds with a min-max
+    band; seeds are aligned by evaluation index."""
+    if curves.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    colors, labels, name = _colors(list(record.arms)), arm_labels(record), record.name
+    for arm, rows in curves.groupby("arm", sort=False):
+        by_eval = rows.groupby("evaluation").agg(
+            step=("step", "mean"), mean=("dev_f1", "mean"), low=("dev_f1", "min"),
+            high=("dev_f1", "max"), n=("seed", "nunique"),
+        )  # fmt: skip
+        n = int(by_eval.n.max())
+        ax.plot(by_eval.step, by_eval["mean"], marker="o", ms=3, color=colors[arm],
+                label=f"{labels[arm]} (n={n} seeds)")  # fmt: skip
+        ax.fill_between(by_eval.step, by_eval.low, by_eval.high, color=colors[arm], alpha=0.15)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel(LABELS["dev_f1"])
+    ax.set_title(f"{name}, confirm: dev-F1 learning curves (mean over seeds, band = min-max)",
+                 fontsize=10)  # fmt: skip
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
+    """Confirm phase: every seed's value per arm and metric as a box with the points over it;
+    grey lines join one seed across arms, since the comparisons are paired by seed."""
+    done = record.confirm_completed()
+    metrics = [m for m in record.metrics if m in done and done[m].notna().any()]
+    if done.empty or not metrics:
+        return None
+    arms = [a for a in record.arms if a in set(done.arm)]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 4.2), squeeze=False)
+    colors, labels = _colors(list(record.arms)), arm_labels(record)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        table = done.pivot_table(index="seed", columns="arm", values=metric).reindex(columns=arms)
+        ax.boxplot([table[a].dropna() for a in arms], widths=0.5, showfliers=False)
+        for _, values in table.iterrows():
+            ax.plot(range(1, len(arms) + 1), values.to_numpy(), color="grey", alpha=0.4, lw=0.8)
+        for i, arm in enumerate(arms, start=1):
+            ax.scatter(np.full(len(table), i), table[arm], color=colors[arm], s=18, zorder=3)
+        ax.set_xticks(range(1, len(arms) + 1), [_wrap(labels[a]) for a in arms], fontsize=7)
+        ax.set_title(SHORT.get(metric, metric), fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(f"{record.name}, confirm: per-seed values by arm (lines join one seed)",
+                 fontsize=10)  # fmt: skip
+    return _save(fig, path)
+
+
+def _wrap(arm: str) -> str:
+    return arm.replace(", ", "\n")
+
+
+def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
+    """Mean confirm metric over two grid factors (e.g. reinit k x data fraction), when the
+    grid has two factors with several values each."""
+    grid = {k: v for k, v in record.grid.items() if len(v) > 1}
+    done = record.confirm_completed()
+    if len(grid) != 2 or done.empty or metric not in done:
+        return None
+    rows, cols = list(grid)
+    table = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="mean")
+    table = table.reindex(index=grid[rows], columns=grid[cols])
+    counts = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="count")
+    counts = counts.reindex(index=grid[rows], columns=grid[cols])
+    fig, ax = plt.subplots(figsize=(1.6 * len(grid[cols]) + 3, 0.6 * len(grid[rows]) + 2.5))
+    image = ax.imshow(table.to_numpy(float), cmap="viridis", aspect="auto")
+    for (i, j), value in np.ndenumerate(table.to_numpy(float)):
+        n = counts.to_numpy()[i, j]
+        text = "n/a" if np.isnan(value) else f"{value:.3f}\n(n={int(n)})"
+        ax.text(j, i, text, ha="center", va="center", color="white", fontsize=8)
+    ax.set_xticks(range(len(grid[cols])), [str(v) for v in grid[cols]])
+    ax.set_yticks(range(len(grid[rows])), [str(v) for v in grid[rows]])
+    ax.set_xlabel(cols)
+    ax.set_ylabel(rows)
+    fig.colorbar(image, ax=ax, label=f"mean {LABELS.get(metric, metric)}")
+    ax.set_title(f"{record.name}, confirm: mean {metric} over seeds", fontsize=10)
+    return _save(fig, path)

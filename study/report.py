@@ -1,0 +1,239 @@
+"""`python -m study.report NAME`: the study report a researcher would put in an appendix.
+
+    python -m study.report ner_depth                       # newest finished ner_depth study
+    python -m study.report ner_depth --run-id RUN --out reports/x --tracking-uri URI
+
+Reads the study from MLflow (see `study.report_data`), compares arms paired by seed on the
+confirm phase (`study.stats`), and writes `README.md`, CSV tables and PNG plots into one
+folder, all at once (a half-written report never replaces a good one). It then logs the
+folder as artifacts of the study run, and the per-arm summaries and comparison figures as
+metrics of the arm runs, so sorting runs in the MLflow UI shows the significance results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from mlflow.entities import Metric
+from mlflow.tracking import MlflowClient
+
+from study import plots, stats
+from study.report_data import CONFIRM, StudyRecord, learning_curves, load_study_record
+from study.report_markdown import render_markdown
+from study.tracking import default_tracking_uri
+from trainables.errors import UserInputError
+
+log = logging.getLogger(__name__)
+SUMMARY_METRIC = "test_f1"  # f1_mean / f1_std on arm runs: held-out F1, not the tuned dev F1
+
+
+@dataclass
+class Report:
+    record: StudyRecord
+    arm_table: pd.DataFrame
+    comparisons: list[stats.Comparison]
+    figures: dict[str, Path]
+    folder: Path
+
+
+def report_folder(root: Path | str, study: str, profile: str | None) -> Path:
+    """`reports/<study>/` for the default profile; other profiles get their own folder so a
+    smoke run never overwrites the published example."""
+    suffix = "" if profile in (None, "", "default") else f"-{profile}"
+    return Path(root) / f"{study}{suffix}"
+
+
+def arm_summary(record: StudyRecord) -> pd.DataFrame:
+    """Per arm, over completed confirm seeds: n and mean/std of every compared metric, plus
+    the confirm sample's searched factors."""
+    done = record.confirm_completed()
+    rows = []
+    for arm in record.arms:
+        part = done[done.arm == arm]
+        row: dict[str, Any] = {"arm": arm, "n_seeds": len(part)}
+        for name in record.searched:
+            values = sorted({v for v in part.get(name, [])}, key=str)
+            row[name] = ", ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in values)
+        for metric in record.metrics:
+            values = part[metric].dropna() if metric in part else pd.Series(dtype=float)
+            row[f"{metric}_mean"] = values.mean() if len(values) else math.nan
+            row[f"{metric}_std"] = values.std(ddof=1) if len(values) > 1 else math.nan
+            row[f"{metric}_n"] = len(values)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> Report:
+    """Compute everything and draw the figures into `folder` (which must exist)."""
+    baseline = (record.plan.get("compare") or {}).get("baseline")
+    comparisons = stats.compare_arms(
+        record.scores(), record.arms, record.grid, record.metrics, baseline, aso_kwargs=aso
+    )
+    curves = learning_curves(record, CONFIRM)
+    drawn = {
+        "lr_vs_f1": plots.lr_vs_f1(record, folder / "lr_vs_f1.png"),
+        "learning_curves": plots.learning_curves(curves, record, folder / "learning_curves.png"),
+        "seeds": plots.seed_distributions(record, folder / "seeds.png"),
+        "heatmap": plots.factor_heatmap(record, SUMMARY_METRIC, folder / "heatmap.png"),
+    }
+    figures = {k: v for k, v in drawn.items() if v is not None}
+    report = Report(record, arm_summary(record), comparisons, figures, folder)
+    _write_tables(report, curves)
+    (folder / "README.md").write_text(render_markdown(report))
+    return report
+
+
+def _write_tables(report: Report, curves: pd.DataFrame) -> None:
+    keep = [c for c in report.record.trials.columns if c != "data"]
+    report.record.trials[keep].to_csv(report.folder / "trials.csv", index=False)
+    report.arm_table.to_csv(report.folder / "arms.csv", index=False)
+    rows = [c.row() for c in report.comparisons]
+    pd.DataFrame(rows).to_csv(report.folder / "comparisons.csv", index=False)
+    curves.to_csv(report.folder / "learning_curves.csv", index=False)
+
+
+def write_report(
+    tracking_uri: str,
+    study: str,
+    out: Path | str | None = None,
+    run_id: str | None = None,
+    reports_root: Path | str = "reports",
+    log_to_mlflow: bool = True,
+    aso: dict | None = None,
+) -> Report:
+    """Build the report in a temporary folder beside its destination and move it into place
+    only when complete; then record it in MLflow."""
+    record = load_study_record(tracking_uri, study, run_id)
+    folder = Path(out) if out else report_folder(reports_root, study, record.tags.get("profile"))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(folder.parent, os.W_OK):
+        raise UserInputError(f"cannot write the report: {folder.parent} is not writable")
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        report = build_report(record, staging, aso)
+        _replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.folder = folder
+    report.figures = {k: folder / p.name for k, p in report.figures.items()}
+    if log_to_mlflow:
+        log_to_runs(report)
+    return report
+
+
+def _replace(staging: Path, folder: Path) -> None:
+    old = folder.with_name(f".{folder.name}-old")
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        folder.rename(old)
+    staging.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def metric_key(*parts: str) -> str:
+    """MLflow metric names allow letters, digits and _ - . / space only."""
+    return "/".join(re.sub(r"[^A-Za-z0-9_\-. ]", "_", p) for p in parts)
+
+
+def comparison_label(c: stats.Comparison, arms: dict[str, dict[str, Any]]) -> str:
+    """`depth_5_vs_6`: the differing factor and its two values; the other factors are fixed
+    by the arm run the metric is logged on."""
+    if c.factor and c.factor in arms[c.arm_a] and c.factor in arms[c.arm_b]:
+        return f"{c.factor}_{arms[c.arm_a][c.factor]}_vs_{arms[c.arm_b][c.factor]}"
+    return f"vs_{c.arm_b}"
+
+
+def arm_metrics(report: Report) -> dict[str, dict[str, float]]:
+    """Per arm run: f1_mean / f1_std / n_seeds (test F1), each metric's mean and std, and for
+    each comparison in which the arm is A: difference, CI, Holm p and eps_min."""
+    out: dict[str, dict[str, float]] = {}
+    for row in report.arm_table.to_dict("records"):
+        values = {
+            "f1_mean": row[f"{SUMMARY_METRIC}_mean"],
+            "f1_std": row[f"{SUMMARY_METRIC}_std"],
+            "n_seeds": float(row["n_seeds"]),
+        }
+        for metric in report.record.metrics:
+            values[f"{metric}_mean"] = row[f"{metric}_mean"]
+            values[f"{metric}_std"] = row[f"{metric}_std"]
+        out[row["arm"]] = values
+    for c in report.comparisons:
+        label = comparison_label(c, report.record.arms)
+        figures = {"diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
+                   "p_holm": c.p_holm, "eps_min": c._eps_for_winner()}  # fmt: skip
+        for name, value in figures.items():
+            out.setdefault(c.arm_a, {})[metric_key("cmp", label, c.metric, name)] = value
+    return out
+
+
+def log_to_runs(report: Report) -> None:
+    client = MlflowClient(report.record.tracking_uri)
+    now = 0
+    for arm, values in arm_metrics(report).items():
+        run_id = report.record.arm_runs.get(arm)
+        if run_id is None:
+            continue
+        items = [Metric(k, float(v), now, 0) for k, v in values.items() if _finite(v)]
+        for start in range(0, len(items), 500):
+            client.log_batch(run_id, metrics=items[start : start + 500])
+    significant = sum(c.significant for c in report.comparisons)
+    client.log_batch(
+        report.record.run_id,
+        metrics=[
+            Metric("comparisons", float(len(report.comparisons)), now, 0),
+            Metric("comparisons_significant", float(significant), now, 0),
+        ],
+    )
+    client.log_artifacts(report.record.run_id, str(report.folder), artifact_path="report")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m study.report", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("study", help="study name (the MLflow experiment)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
+    parser.add_argument("--out", help="report folder (default reports/<study>[-<profile>])")
+    parser.add_argument("--run-id", help="the study run (default: the newest finished one)")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log back to MLflow")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")  # fmt: skip
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        print(f"error: no MLflow store at {uri}; run the study first", file=sys.stderr)
+        return 2
+    try:
+        report = write_report(uri, args.study, args.out, args.run_id,
+                              log_to_mlflow=not args.no_mlflow)  # fmt: skip
+    except UserInputError as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    significant = sum(c.significant for c in report.comparisons)
+    print(f"report: {report.folder / 'README.md'} ({len(report.comparisons)} comparisons, "
+          f"{significant} significant after Holm)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""A finished study, read back from MLflow into pandas for the report.
+
+The report reads the tracking store, not Ray's result files, so it can be made on any machine
+that sees the store, long after the cluster that ran the study is gone. Everything it needs
+(the plan, the arms in plan order, every trial's factors, tags, final metrics and dev-F1
+history) is recorded there by `study.tracking`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.tracking import MlflowClient
+
+from trainables.errors import UserInputError
+
+CONFIRM, EXPLORE = "confirm", "explore"
+BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
+
+
+@dataclass
+class StudyRecord:
+    """What one study run recorded. `trials` has one row per trial: arm, phase, sample, seed,
+    status, error, every factor (parsed back from its param) and every final metric."""
+
+    name: str
+    run_id: str
+    tracking_uri: str
+    tags: dict[str, str]
+    plan: dict[str, Any]
+    arms: dict[str, dict[str, Any]]  # arm id -> factors, in plan order
+    arm_runs: dict[str, str]  # arm id -> MLflow run id
+    trials: pd.DataFrame
+    extra_sets: list[str] = field(default_factory=list)
+
+    @property
+    def grid(self) -> dict[str, list[Any]]:
+        """Each arm factor's values in grid order (first appearance in plan order)."""
+        out: dict[str, list[Any]] = {}
+        for factors in self.arms.values():
+            for key, value in factors.items():
+                if value not in out.setdefault(key, []):
+                    out[key].append(value)
+        return out
+
+    @property
+    def searched(self) -> list[str]:
+        return list(self.plan.get("search") or {})
+
+    @property
+    def metrics(self) -> list[str]:
+        """Metrics compared between arms: final dev/test F1, each extra set's F1, and the
+        convergence summaries (the depth claim is about speed as much as final F1)."""
+        out = ["dev_f1", "test_f1", *(f"{n}_f1" for n in self.extra_sets), *BASE_METRICS[2:]]
+        study_metric = (self.plan.get("metric") or {}).get("name")
+        return out + [study_metric] if study_metric and study_metric not in out else out
+
+    def confirm_completed(self) -> pd.DataFrame:
+        t = self.trials
+        return t[(t.phase == CONFIRM) & (t.status == "completed")]
+
+    def scores(self) -> dict[str, dict[str, dict[int, float]]]:
+        """scores[arm][metric][seed] over completed confirm trials (one sample per arm)."""
+        out: dict[str, dict[str, dict[int, float]]] = {}
+        done = self.confirm_completed()
+        for arm, rows in done.groupby("arm", sort=False):
+            out[arm] = {
+                m: dict(zip(rows.seed, rows[m], strict=True)) for m in self.metrics if m in rows
+            }
+        return out
+
+
+def _parse(value: str | None) -> Any:
+    """Params are stored as text: JSON where the value was not a string."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except (json.JSONDecodeError, TypeError):
+        return value
+
+
+def find_study_run(client: MlflowClient, study: str, run_id: str | None) -> tuple[str, Any]:
+    """The study run to report on: the given id, else the newest finished invocation, else the
+    newest of any state (a report on an interrupted study is still useful)."""
+    experiment = client.get_experiment_by_name(study)
+    if experiment is None:
+        raise UserInputError(f"no MLflow experiment named {study!r} in this tracking store")
+    if run_id:
+        run = client.get_run(run_id)
+        if run.info.experiment_id != experiment.experiment_id:
+            raise UserInputError(f"run {run_id} is not a study run of {study}")
+        return experiment.experiment_id, run
+    for where in ("and tags.state = 'finished'", ""):
+        runs = client.search_runs(
+            [experiment.experiment_id],
+            filter_string=f"tags.run_kind = 'study' {where}",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if runs:
+            return experiment.experiment_id, runs[0]
+    raise UserInputError(f"experiment {study!r} has no study run yet")
+
+
+def load_study_record(tracking_uri: str, study: str, run_id: str | None = None) -> StudyRecord:
+    client = MlflowClient(tracking_uri)
+    experiment_id, run = find_study_run(client, study, run_id)
+    study_run = run.info.run_id
+    mlflow.set_tracking_uri(tracking_uri)
+    frame = mlflow.search_runs(
+        [experiment_id],
+        filter_string=f"tags.study_run_id = '{study_run}'",
+        max_results=50_000,
+        output_format="pandas",
+    )
+    if frame.empty:
+        raise UserInputError(f"study run {study_run} of {study} has no arm or trial runs")
+    kind = frame["tags.run_kind"]
+    arm_frame, trial_frame = frame[kind == "arm"], frame[kind == "trial"]
+    trials = _trial_table(trial_frame)
+    arms = _arms_in_plan_order(arm_frame, trials)
+    plan = _parse(run.data.params.get("plan")) or {}
+    return StudyRecord(
+        name=study,
+        run_id=study_run,
+        tracking_uri=tracking_uri,
+        tags=dict(run.data.tags),
+        plan=plan if isinstance(plan, dict) else {},
+        arms=arms,
+        arm_runs=dict(zip(arm_frame["tags.arm"], arm_frame["run_id"], strict=True)),
+        trials=trials,
+        extra_sets=_extra_sets(trials),
+    )
+
+
+def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial with plain column names; factor params parsed back to values."""
+    tags = {"arm": "arm", "phase": "phase", "status": "status", "error": "error"}
+    out = pd.DataFrame({"run_id": frame["run_id"]})
+    for column, tag in tags.items():
+        out[column] = frame.get(f"tags.{tag}", pd.Series(dtype=object))
+    out["sample"] = pd.to_numeric(frame["tags.sample"]).astype(int)
+    out["seed"] = pd.to_numeric(frame["tags.seed"]).astype(int)
+    for column in frame.columns:
+        if column.startswith("params."):
+            out[column.removeprefix("params.")] = frame[column].map(_parse)
+        elif column.startswith("metrics."):
+            out[column.removeprefix("metrics.")] = frame[column].astype(float)
+    order = ["phase", "arm_index", "sample", "seed"] if "arm_index" in out else ["phase", "seed"]
+    return out.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def _arms_in_plan_order(arm_frame: pd.DataFrame, trials: pd.DataFrame) -> dict[str, dict]:
+    """Arm factors from the arm runs' params, ordered by the arm index their trials carry."""
+    factors = {}
+    for _, row in arm_frame.iterrows():
+        params = {
+            c.removeprefix("params."): _parse(row[c])
+            for c in arm_frame.columns
+            if c.startswith("params.") and isinstance(row[c], str)
+        }
+        factors[row["tags.arm"]] = params
+    index = trials.groupby("arm")["arm_index"].min().to_dict() if "arm_index" in trials else {}
+    return dict(sorted(factors.items(), key=lambda kv: (index.get(kv[0], 1e9), kv[0])))
+
+
+def _extra_sets(trials: pd.DataFrame) -> list[str]:
+    """Names of the extra eval sets the trials were configured with (data.extra)."""
+    names: list[str] = []
+    for data in trials.get("data", pd.Series(dtype=object)):
+        if isinstance(data, dict):
+            names += [n for n in (data.get("extra") or {}) if n not in names]
+    return names
+
+
+def learning_curves(record: StudyRecord, phase: str = CONFIRM) -> pd.DataFrame:
+    """Dev F1 at every evaluation of every completed trial of a phase: arm, seed, step,
+    evaluation (index), dev_f1. Seeds of one arm are aligned by evaluation index."""
+    client = MlflowClient(record.tracking_uri)
+    rows = []
+    done = record.trials[(record.trials.phase == phase) & (record.trials.status == "completed")]
+    for trial in done.itertuples():
+        history = sorted(client.get_metric_history(trial.run_id, "dev_f1"), key=lambda m: m.step)
+        for index, point in enumerate(history):
+            rows.append((trial.arm, trial.seed, int(point.step), index, float(point.value)))
+    return pd.DataFrame(rows, columns=["arm", "seed", "step", "evaluation", "dev_f1"])

@@ -49,6 +49,16 @@ def default_tracking_uri(base: Path | str = ".") -> str:
     return f"sqlite:///{(Path(base) / 'mlflow.db').resolve()}"
 
 
+def artifact_location(tracking_uri: str) -> str | None:
+    """DESIGN §5: a sqlite store keeps artifacts in `mlartifacts/` beside the database file,
+    not in `./mlruns` under whatever folder the driver happened to start in. A server
+    decides for itself (None)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    database = Path(tracking_uri.removeprefix("sqlite:///")).resolve()
+    return (database.parent / "mlartifacts").as_uri()
+
+
 def digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:20]
 
@@ -81,7 +91,9 @@ class StudyTracker:
         self.client = MlflowClient(tracking_uri)
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = (
-            found.experiment_id if found else self.client.create_experiment(experiment)
+            found.experiment_id
+            if found
+            else self.client.create_experiment(experiment, artifact_location(tracking_uri))
         )
 
     def _find(self, **tags: str) -> str | None:

@@ -1,0 +1,323 @@
+"""How far each encoder layer moved during fine-tuning, measured against the pretrained encoder.
+
+Three views, because each can miss what another sees: weight distance (did the parameters
+move), attention divergence (does the layer route information differently) and representation
+similarity (does it compute different features, up to rotation and scale). All are taken on one
+fixed dev sample, so every arm and seed is measured on the same sentences.
+
+Pure PyTorch and NumPy, so a trainable can call it and tests can run it without Ray or MLflow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Iterator, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from trainables import surgery
+from trainables.data.batching import collate
+from trainables.data.encoding import EncodedSplit
+from trainables.errors import ModelError
+
+WEIGHT_PARTS = ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
+SVCCA_VARIANCE = 0.99
+
+_BERT_FFN = ("intermediate.dense", "output.dense")
+# Feed-forward in/out matrices per family; surgery's layouts only know the attention projections.
+_FFN_PATHS: dict[str, tuple[str, str]] = {
+    "bert": _BERT_FFN,
+    "roberta": _BERT_FFN,
+    "xlm-roberta": _BERT_FFN,
+    "electra": _BERT_FFN,
+    "deberta-v2": _BERT_FFN,
+    "distilbert": ("ffn.lin1", "ffn.lin2"),
+}
+
+Batch = Mapping[str, torch.Tensor]
+
+
+# --- weights ------------------------------------------------------------------------------
+
+
+def _model_type(model: nn.Module) -> str:
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if not model_type:
+        raise ModelError(f"{type(model).__name__} has no config.model_type; expected an HF encoder")
+    return model_type
+
+
+def _check_pair(encoder: nn.Module, reference: nn.Module) -> str:
+    """A fine-tuned encoder may be truncated, never deeper or of another family than its
+    reference: then layer i would be compared with an unrelated layer."""
+    model_type, reference_type = _model_type(encoder), _model_type(reference)
+    if model_type != reference_type:
+        raise ModelError(f"cannot compare a {model_type} encoder with a {reference_type} one")
+    depth, total = surgery.num_blocks(encoder), surgery.num_blocks(reference)
+    if depth > total:
+        raise ModelError(f"the encoder has {depth} blocks but its reference only {total}")
+    return model_type
+
+
+def _block_matrices(block: nn.Module, model_type: str) -> list[torch.Tensor]:
+    if model_type not in _FFN_PATHS:
+        raise ModelError(
+            f"model type {model_type!r} has no known feed-forward layout; "
+            f"supported: {', '.join(_FFN_PATHS)}"
+        )
+    ffn = [block.get_submodule(path) for path in _FFN_PATHS[model_type]]
+    linears = [*surgery.attention_projections(block, model_type), *ffn]
+    return [linear.weight for linear in linears]
+
+
+def _distance(tuned: torch.Tensor, pretrained: torch.Tensor) -> float:
+    if tuned.shape != pretrained.shape:
+        raise ModelError(f"weight shapes differ: {tuple(tuned.shape)} vs {tuple(pretrained.shape)}")
+    diff = tuned.float() - pretrained.to(tuned.device).float()
+    return float(torch.linalg.vector_norm(diff))
+
+
+def weight_distances(encoder: nn.Module, reference: nn.Module) -> dict[str, list[float]]:
+    """Frobenius distance from the pretrained weights per block, kept per matrix because
+    attention and feed-forward weights can move very differently."""
+    model_type = _check_pair(encoder, reference)
+    out: dict[str, list[float]] = {f"l2_{part}": [] for part in (*WEIGHT_PARTS, "sum")}
+    pairs = zip(surgery.encoder_blocks(encoder), surgery.encoder_blocks(reference), strict=False)
+    with torch.no_grad():
+        for tuned, pretrained in pairs:
+            distances = [
+                _distance(a, b)
+                for a, b in zip(
+                    _block_matrices(tuned, model_type),
+                    _block_matrices(pretrained, model_type),
+                    strict=True,
+                )
+            ]
+            for part, value in zip(WEIGHT_PARTS, distances, strict=True):
+                out[f"l2_{part}"].append(value)
+            out["l2_sum"].append(sum(distances))
+    return out
+
+
+# --- forward passes -----------------------------------------------------------------------
+
+
+def _set_attention(model: nn.Module, name: str) -> None:
+    setter = getattr(model, "set_attn_implementation", None)
+    if setter is None:  # transformers 4.x: its sdpa classes fall back to eager on request
+        model.config._attn_implementation = name
+    else:
+        setter(name)
+
+
+@contextlib.contextmanager
+def _eager_attention(model: nn.Module) -> Iterator[None]:
+    """transformers 5 returns attention probabilities only from the eager implementation."""
+    previous = model.config._attn_implementation
+    if previous == "eager":
+        yield
+        return
+    _set_attention(model, "eager")
+    try:
+        yield
+    finally:
+        _set_attention(model, previous)
+
+
+@contextlib.contextmanager
+def _measuring(model: nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout noise in the measurement), restoring each module's own mode after,
+    since a probing tagger keeps its encoder in eval mode while the rest trains."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        with _eager_attention(model), torch.no_grad():
+            yield
+    finally:
+        for module, mode in modes:
+            module.training = mode
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _run(model: nn.Module, batch: Batch) -> tuple[tuple[torch.Tensor, ...], ...]:
+    device = _device(model)
+    out = model(
+        input_ids=batch["input_ids"].to(device),
+        attention_mask=batch["attention_mask"].to(device),
+        output_attentions=True,
+        output_hidden_states=True,
+    )
+    if not out.attentions:
+        raise ModelError(f"{type(model).__name__} returned no attention probabilities")
+    return out.attentions, out.hidden_states
+
+
+# --- attention ----------------------------------------------------------------------------
+
+
+def js_divergence(p: torch.Tensor, q: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Jensen-Shannon divergence in nats: symmetric and bounded by ln 2, unlike KL, so layers
+    whose attention became (near) disjoint from the pretrained one stay comparable."""
+    dtype = torch.float32 if p.device.type == "mps" else torch.float64
+    p, q = p.to(dtype), q.to(device=p.device, dtype=dtype)
+    m = (p + q) / 2
+    # xlogy gives 0 where a probability is 0, the limit of p log p, instead of NaN.
+    kl_p = (torch.xlogy(p, p) - torch.xlogy(p, m)).sum(dim)
+    kl_q = (torch.xlogy(q, q) - torch.xlogy(q, m)).sum(dim)
+    return ((kl_p + kl_q) / 2).clamp(0.0, math.log(2))
+
+
+def _over_real_keys(attention: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Probabilities over non-padding keys only, so padding can never count as a difference."""
+    kept = attention.double() * mask[:, None, None, :].to(attention.device, torch.float64)
+    return kept / kept.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
+
+
+def _sentence_js(
+    tuned: tuple[torch.Tensor, ...], pretrained: tuple[torch.Tensor, ...], mask: torch.Tensor
+) -> torch.Tensor:
+    """Per sentence (rows) and layer (columns): JS averaged over heads and real query tokens."""
+    device = tuned[0].device
+    mask = mask.to(device)
+    queries = mask.to(torch.float64)
+    per_layer = []
+    for t, p in zip(tuned, pretrained, strict=True):
+        js = js_divergence(_over_real_keys(t, mask), _over_real_keys(p.to(device), mask)).mean(1)
+        per_layer.append((js * queries).sum(-1) / queries.sum(-1).clamp_min(1.0))
+    return torch.stack(per_layer, 1)[mask.sum(-1) > 0].cpu()
+
+
+# --- hidden states ------------------------------------------------------------------------
+
+
+def _token_rows(hidden: tuple[torch.Tensor, ...], mask: torch.Tensor) -> list[np.ndarray]:
+    keep = mask.to(hidden[0].device).bool()
+    return [h[keep].float().cpu().numpy() for h in hidden]
+
+
+def _centred(x: np.ndarray) -> np.ndarray | None:
+    """Column-centred and scaled to unit Frobenius norm (both similarities ignore scale, and
+    this keeps Gram products far from overflow); None when no feature varies."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[0] < 2 or not np.ptp(x, axis=0).any():
+        return None
+    x = x - x.mean(axis=0)
+    return x / np.linalg.norm(x)
+
+
+def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
+    """Linear CKA (Kornblith et al. 2019) of two token-by-feature matrices with the same rows:
+    invariant to rotations and isotropic scaling of either side, so it compares what two layers
+    encode rather than their bases. NaN where a side has no variance, as CKA is undefined there."""
+    x_c, y_c = _centred(x), _centred(y)
+    if x_c is None or y_c is None:
+        return math.nan
+    cross = np.linalg.norm(y_c.T @ x_c) ** 2
+    return float(cross / (np.linalg.norm(x_c.T @ x_c) * np.linalg.norm(y_c.T @ y_c)))
+
+
+def _top_directions(x_c: np.ndarray, variance: float) -> np.ndarray:
+    """Orthonormal basis of the fewest singular directions explaining `variance`: the SV step of
+    SVCCA, which drops low-variance noise directions before CCA can overfit them."""
+    u, s, _ = np.linalg.svd(x_c, full_matrices=False)
+    energy = np.cumsum(s**2) / np.sum(s**2)
+    k = min(int(np.searchsorted(energy, variance)) + 1, len(s))
+    return u[:, :k]
+
+
+def svcca_distance(x: np.ndarray, y: np.ndarray, variance: float = SVCCA_VARIANCE) -> float:
+    """1 - mean canonical correlation after SVD reduction (Raghu et al. 2017). The canonical
+    correlations of two centred orthonormal bases are the singular values of their product.
+    NaN where a side has no variance."""
+    x_c, y_c = _centred(x), _centred(y)
+    if x_c is None or y_c is None:
+        return math.nan
+    u_x, u_y = _top_directions(x_c, variance), _top_directions(y_c, variance)
+    correlations = np.linalg.svd(u_x.T @ u_y, compute_uv=False)
+    return float(np.clip(1.0 - correlations.mean(), 0.0, 1.0))
+
+
+def _similarities(
+    tuned: list[list[np.ndarray]], pretrained: list[list[np.ndarray]]
+) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {"cka": [], "svcca": []}
+    for layer in range(len(tuned[0])):
+        x = np.concatenate([rows[layer] for rows in tuned])
+        y = np.concatenate([rows[layer] for rows in pretrained])
+        out["cka"].append(linear_cka(x, y))
+        out["svcca"].append(svcca_distance(x, y))
+    return out
+
+
+# --- entry points -------------------------------------------------------------------------
+
+
+def _compare(
+    encoder: nn.Module, reference: nn.Module, batches: Iterable[Batch]
+) -> tuple[list[float], list[list[np.ndarray]], list[list[np.ndarray]]]:
+    """One forward pass of each model per batch feeds both the attention and hidden views."""
+    _check_pair(encoder, reference)
+    js_rows, tuned_rows, pretrained_rows = [], [], []
+    with _measuring(encoder), _measuring(reference):
+        for batch in batches:
+            tuned_attn, tuned_hidden = _run(encoder, batch)
+            pre_attn, pre_hidden = _run(reference, batch)
+            mask = batch["attention_mask"]
+            js_rows.append(_sentence_js(tuned_attn, pre_attn[: len(tuned_attn)], mask))
+            tuned_rows.append(_token_rows(tuned_hidden, mask))
+            pretrained_rows.append(_token_rows(pre_hidden[: len(tuned_hidden)], mask))
+    if not js_rows:
+        raise ValueError("layer dynamics need at least one batch")
+    return torch.cat(js_rows).mean(0).tolist(), tuned_rows, pretrained_rows
+
+
+def attention_js(encoder: nn.Module, reference: nn.Module, batches: Iterable[Batch]) -> list[float]:
+    """Per block: how differently the fine-tuned heads distribute attention, averaged over heads,
+    real query tokens, then sentences (so long sentences do not dominate)."""
+    return _compare(encoder, reference, batches)[0]
+
+
+def hidden_similarity(
+    encoder: nn.Module, reference: nn.Module, batches: Iterable[Batch]
+) -> dict[str, list[float]]:
+    """Per hidden state (0 = embeddings, i = output of block i), over all real tokens pooled:
+    `cka` (1 = unchanged) and `svcca` distance (0 = unchanged)."""
+    _, tuned, pretrained = _compare(encoder, reference, batches)
+    return _similarities(tuned, pretrained)
+
+
+def layer_dynamics(
+    encoder: nn.Module, reference: nn.Module, batches: Iterable[Batch]
+) -> dict[str, list[float]]:
+    """All per-layer views in one pass: `l2_*` and `attn_js` per block, `cka` and `svcca` per
+    hidden state. A truncated encoder is compared on the blocks it kept. Each model runs on its
+    own device in eval mode, and both get their modes and attention implementation back."""
+    js, tuned, pretrained = _compare(encoder, reference, batches)
+    return {
+        **weight_distances(encoder, reference),
+        "attn_js": js,
+        **_similarities(tuned, pretrained),
+    }
+
+
+def dev_sample(
+    split: EncodedSplit, pad_id: int, n: int = 32, batch_size: int = 8
+) -> list[dict[str, torch.Tensor]]:
+    """The first `n` dev windows in corpus order, independent of the seed and of the training
+    data fraction, so dynamics of different arms and seeds are measured on the same tokens."""
+    if n < 1 or batch_size < 1:
+        raise ValueError(f"n {n} and batch_size {batch_size} must be at least 1")
+    windows = split.windows[:n]
+    chunks = [windows[i : i + batch_size] for i in range(0, len(windows), batch_size)]
+    return [_model_inputs(collate(chunk, pad_id)) for chunk in chunks]
+
+
+def _model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # Labels are not needed to measure an encoder, and dropping them lets `encoder(**batch)` work.
+    return {key: batch[key] for key in ("input_ids", "attention_mask")}

@@ -14,6 +14,7 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from trainables.errors import UserInputError
@@ -91,9 +92,15 @@ def find_study_run(client: MlflowClient, study: str, run_id: str | None) -> tupl
     if experiment is None:
         raise UserInputError(f"no MLflow experiment named {study!r} in this tracking store")
     if run_id:
-        run = client.get_run(run_id)
-        if run.info.experiment_id != experiment.experiment_id:
-            raise UserInputError(f"run {run_id} is not a study run of {study}")
+        try:
+            run = client.get_run(run_id)
+        except MlflowException as err:
+            raise UserInputError(f"--run-id {run_id}: no such run in this tracking store") from err
+        if (
+            run.info.experiment_id != experiment.experiment_id
+            or run.data.tags.get("run_kind") != "study"
+        ):
+            raise UserInputError(f"--run-id {run_id} is not a study run of {study}")
         return experiment.experiment_id, run
     for where in ("and tags.state = 'finished'", ""):
         runs = client.search_runs(

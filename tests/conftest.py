@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.study_helpers import run_study, write_study
 from tests.tiny import tiny_model_folder
 
 PEOPLE = [["john", "smith"], ["mary"], ["john"]]
@@ -71,3 +72,14 @@ def trial_settings(tiny_model, tiny_corpus) -> dict:
         "threads": 1,
         "seed": 3,
     }
+
+
+@pytest.fixture(scope="session")
+def finished_study(tmp_path_factory, tiny_model, tiny_corpus):
+    """One whole study on a real Ray and MLflow store (about a minute), shared by the study,
+    report and MLflow-UI tests: (its folder, the finished driver process)."""
+    tmp = tmp_path_factory.mktemp("study")
+    study = write_study(tmp, str(tiny_model), tiny_corpus)
+    done = run_study(study, tmp)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp, done

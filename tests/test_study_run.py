@@ -23,15 +23,6 @@ from tests.study_helpers import (
 pytestmark = pytest.mark.study
 
 
-@pytest.fixture(scope="module")
-def finished_study(tmp_path_factory, tiny_model, tiny_corpus):
-    tmp = tmp_path_factory.mktemp("study")
-    study = write_study(tmp, str(tiny_model), tiny_corpus)
-    done = run_study(study, tmp)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return tmp, done
-
-
 def _trials(runs):
     return [r for r in runs["trial"]]
 

@@ -1,0 +1,123 @@
+"""The study report, made from the MLflow store a real (tiny-model) study filled."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from study import plots, report
+from tests.study_helpers import REPO, runs_by_kind, tracking_uri
+
+pytestmark = pytest.mark.study
+FILES = ["README.md", "trials.csv", "arms.csv", "comparisons.csv", "learning_curves.csv",
+         "lr_vs_f1.png", "learning_curves.png", "seeds.png"]  # fmt: skip
+FAST_ASO = {"num_samples": 100, "num_bootstrap_iterations": 100}
+
+
+def _confirm_values(runs, arm: str, metric: str) -> dict[int, float]:
+    return {
+        int(r.data.tags["seed"]): r.data.metrics[metric]
+        for r in runs["trial"]
+        if r.data.tags["arm"] == arm and r.data.tags["phase"] == "confirm"
+    }
+
+
+def test_study_run_writes_the_report_and_logs_it(finished_study):
+    tmp, done = finished_study
+    folder = tmp / "reports" / "teststudy"
+    assert all((folder / name).is_file() for name in FILES)
+    assert f"report: {folder / 'README.md'}" in done.stdout
+    text = (folder / "README.md").read_text()
+    for section in ("## What the data show", "## What ran", "## Per-arm results",
+                    "## Comparisons", "![seeds](seeds.png)"):  # fmt: skip
+        assert section in text
+    study_run = runs_by_kind(tmp)["study"][0]
+    artifacts = MlflowClient(tracking_uri(tmp)).list_artifacts(study_run.info.run_id, "report")
+    assert {f"report/{name}" for name in FILES} <= {a.path for a in artifacts}
+    comparisons = pd.read_csv(folder / "comparisons.csv")
+    assert study_run.data.metrics["comparisons"] == len(comparisons)
+    assert set(comparisons.metric) >= {"dev_f1", "test_f1", "curve_area", "dev_loss"}
+
+
+def test_arm_runs_carry_summaries_that_trace_back_to_trial_runs(finished_study):
+    tmp, _ = finished_study
+    runs = runs_by_kind(tmp)
+    arms = {r.data.tags["arm"]: r for r in runs["arm"]}
+    assert set(arms) == {"depth=3", "depth=2"}
+    for arm, run in arms.items():
+        test_f1 = _confirm_values(runs, arm, "test_f1")
+        assert run.data.metrics["n_seeds"] == len(test_f1) == 2
+        assert run.data.metrics["f1_mean"] == pytest.approx(statistics.fmean(test_f1.values()))
+        assert run.data.metrics["f1_std"] == pytest.approx(statistics.stdev(test_f1.values()))
+    # depth 2 (listed later in the grid) is A: its run holds the comparison with depth 3
+    a, b = (_confirm_values(runs, arm, "dev_loss") for arm in ("depth=2", "depth=3"))
+    diff = statistics.fmean(a[s] - b[s] for s in a)
+    metrics = arms["depth=2"].data.metrics
+    assert metrics["cmp/depth_2_vs_3/dev_loss/diff"] == pytest.approx(diff)
+    for name in ("ci_low", "ci_high", "p_holm", "eps_min"):
+        assert f"cmp/depth_2_vs_3/dev_loss/{name}" in metrics
+    assert not any(k.startswith("cmp/") for k in arms["depth=3"].data.metrics)
+
+
+def test_report_command_rebuilds_into_a_chosen_folder(finished_study, tmp_path):
+    tmp, _ = finished_study
+    out = subprocess.run(
+        [sys.executable, "-m", "study.report", "teststudy", "--tracking-uri", tracking_uri(tmp),
+         "--out", str(tmp_path / "r"), "--no-mlflow"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"report: {tmp_path / 'r' / 'README.md'}")
+    arms = pd.read_csv(tmp_path / "r" / "arms.csv")
+    assert list(arms.arm) == ["depth=3", "depth=2"]  # plan order
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no_such_study"], "error: no MLflow experiment named 'no_such_study'"),
+        (["teststudy", "--run-id", "0" * 32], "error: --run-id 0000"),
+    ],
+)
+def test_report_bad_input_is_one_line(finished_study, tmp_path, args, message):
+    tmp, _ = finished_study
+    out = subprocess.run(
+        [sys.executable, "-m", "study.report", *args, "--tracking-uri", tracking_uri(tmp),
+         "--out", str(tmp_path / "r")],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.startswith(message) and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_without_a_store_says_so(tmp_path):
+    missing = f"sqlite:///{tmp_path / 'none.db'}"
+    out = subprocess.run(
+        [sys.executable, "-m", "study.report", "x", "--tracking-uri", missing],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 2 and "no MLflow store at" in out.stderr
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_a_failed_report_leaves_the_previous_one_whole(finished_study, tmp_path, monkeypatch):
+    tmp, _ = finished_study
+    folder = tmp_path / "r"
+    uri = tracking_uri(tmp)
+    report.write_report(uri, "teststudy", folder, log_to_mlflow=False, aso=FAST_ASO)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("disk full while drawing")
+
+    monkeypatch.setattr(plots, "seed_distributions", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        report.write_report(uri, "teststudy", folder, log_to_mlflow=False, aso=FAST_ASO)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no staging folder left behind

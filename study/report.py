@@ -13,6 +13,7 @@ metrics of the arm runs, so sorting runs in the MLflow UI shows the significance
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
@@ -76,7 +77,9 @@ def arm_summary(record: StudyRecord) -> pd.DataFrame:
 
 def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> Report:
     """Compute everything and draw the figures into `folder` (which must exist)."""
-    baseline = (record.plan.get("compare") or {}).get("baseline")
+    baseline = (
+        json.loads(record.tags["compare_baseline"]) if "compare_baseline" in record.tags else None
+    )
     comparisons = stats.compare_arms(
         record.scores(), record.arms, record.grid, record.metrics, baseline, aso_kwargs=aso
     )

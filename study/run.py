@@ -13,6 +13,7 @@ samples) then confirm (the chosen sample of each arm on every seed, never pruned
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -172,6 +173,8 @@ def _mlflow_runs(
         "data_fingerprint": data_fingerprint(spec.data),
         "study_file": str(spec.path),
     }
+    if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
+        tags["compare_baseline"] = json.dumps(spec.compare_baseline)
     name = f"{spec.name}/{state['profile']}"
     study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
     arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}

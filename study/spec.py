@@ -46,6 +46,7 @@ TOP_LEVEL_KEYS = (
     "phases",
     "resources",
     "max_failures",
+    "compare",
     "profiles",
 )
 # Trial settings that are not factors, and the top-level key that sets each instead.
@@ -134,6 +135,7 @@ class StudySpec:
     resources: dict[str, float]
     max_failures: int
     raw: dict = field(repr=False)
+    compare_baseline: dict | None = None  # compare each arm with this arm only (report)
 
 
 @dataclass(frozen=True)
@@ -385,6 +387,7 @@ def _build(doc: _Doc, path: Path, resolve_layers: bool, download: bool) -> Study
         doc, ("max_failures",), doc.data.get("max_failures", 0), 0, "retries per trial, >= 0"
     )
     _check_arms(doc, grid, fixed, search, confirm, shape, {"model": model, "data": data})
+    baseline = _compare_baseline(doc, grid, shape)
     return StudySpec(
         name=path.stem,
         path=path.resolve(),
@@ -404,6 +407,7 @@ def _build(doc: _Doc, path: Path, resolve_layers: bool, download: bool) -> Study
         resources=resources,
         max_failures=max_failures,
         raw=doc.data,
+        compare_baseline=baseline,
     )
 
 
@@ -595,6 +599,8 @@ def _grid(doc: _Doc, grid: dict, shape: _Shape) -> dict[str, tuple]:
     out: dict[str, tuple] = {}
     for name, values in grid.items():
         path = ("grid", name)
+        if name == "reinit_heads" and isinstance(values, dict):
+            values = _each_head(doc, path, values, shape)
         if not isinstance(values, list):
             raise _bad(doc, path, values, "a list of values, one arm each, e.g. [full, full-1]")
         if not values:
@@ -602,6 +608,55 @@ def _grid(doc: _Doc, grid: dict, shape: _Shape) -> dict[str, tuple]:
         checked = [_check_value(doc, (*path, i), name, v, shape) for i, v in enumerate(values)]
         _check_distinct(doc, path, values, checked)
         out[name] = tuple(checked)
+    return out
+
+
+HEADS_SHORTHAND = ("one_head_in_blocks", "baseline", "heads")
+
+
+def _each_head(doc: _Doc, path: FieldPath, value: dict, shape: _Shape) -> list:
+    """`reinit_heads: {one_head_in_blocks: [0, 1, -2, -1], baseline: true}`: one arm per head
+    of each listed block (negative = from the top), plus the no-reinit arm `[]`."""
+    _check_keys(doc, path, value, HEADS_SHORTHAND, "the one-head-at-a-time shorthand")
+    blocks = value.get("one_head_in_blocks")
+    if not isinstance(blocks, list) or not blocks or not all(_is_int(b) for b in blocks):
+        raise _bad(doc, (*path, "one_head_in_blocks"), blocks, "a list of block indices")
+    heads = shape.heads or value.get("heads")  # `heads`: for a hub model not in the cache
+    if not heads or (not shape.layers and any(b < 0 for b in blocks)):
+        why = "the model's layer and head counts could not be read: give `heads: N` and "
+        raise _fail(doc, path, why + "non-negative blocks, or list the [[layer, head]] arms")
+    resolved = [b + shape.layers if b < 0 else b for b in blocks]
+    for index, block in enumerate(resolved):
+        if block < 0 or (shape.layers and block >= shape.layers):
+            allowed = (
+                f"{_has_layers(shape.layers)}; use 0..{shape.layers - 1} or -1..-{shape.layers}"
+            )
+            raise _bad(doc, (*path, "one_head_in_blocks", index), blocks[index], allowed)
+    arms = [[[block, head]] for block in dict.fromkeys(resolved) for head in range(heads)]
+    return ([[]] if value.get("baseline", True) else []) + arms
+
+
+def _compare_baseline(doc: _Doc, grid: dict[str, tuple], shape: _Shape) -> dict | None:
+    """`compare: {baseline: {reinit_from: 6}}`: the report compares every arm with the
+    baseline arm that equals it in the other factors, instead of all one-factor pairs."""
+    value = doc.data.get("compare")
+    if value is None:
+        return None
+    _mapping(doc, ("compare",), value, "a mapping like {baseline: {reinit_from: 6}}")
+    _check_keys(doc, ("compare",), value, ("baseline",), "compare")
+    baseline = value.get("baseline")
+    path = ("compare", "baseline")
+    _mapping(doc, path, baseline, "a mapping of grid factors to one of their grid values")
+    out = {}
+    for name, written in baseline.items():
+        if name not in grid:
+            raise _fail(doc, (*path, str(name)), f"{name!r} is not a grid factor; grid "
+                        f"factors: {', '.join(grid)}")  # fmt: skip
+        checked = _check_value(doc, (*path, name), name, written, shape)
+        if checked not in grid[name]:
+            shown = ", ".join(_show(v) for v in grid[name])
+            raise _bad(doc, (*path, name), written, f"one of the grid's values: {shown}")
+        out[name] = checked
     return out
 
 

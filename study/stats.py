@@ -285,19 +285,10 @@ def arm_pairs(
 ) -> list[tuple[int, int, str]]:
     """(a, b, factor) for every pair of arms that differ in exactly one factor; A holds the
     value listed later in the grid, so `diff` reads 'later minus earlier' (depth full-1 minus
-    full). With a baseline, each other arm is compared with the baseline arm only."""
+    full). With a baseline (e.g. {reinit_from: 6}), each other arm is compared only with the
+    baseline arm that equals it in every other factor."""
     if baseline is not None:
-        base = next(
-            (i for i, f in enumerate(factors) if all(f.get(k) == v for k, v in baseline.items())),
-            None,
-        )
-        if base is None:
-            raise ValueError(f"no arm matches the baseline {dict(baseline)}")
-        return [
-            (i, base, _differing(factors[i], factors[base]) or "")
-            for i in range(len(factors))
-            if i != base
-        ]
+        return _baseline_pairs(factors, baseline)
     pairs = []
     for i, j in _index_pairs(len(factors)):
         factor = _differing(factors[i], factors[j])
@@ -306,6 +297,26 @@ def arm_pairs(
         values = list(grid[factor])
         later_i = values.index(factors[i][factor]) > values.index(factors[j][factor])
         pairs.append((i, j, factor) if later_i else (j, i, factor))
+    return pairs
+
+
+def _baseline_pairs(
+    factors: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any]
+) -> list[tuple[int, int, str]]:
+    def is_base(f: Mapping[str, Any]) -> bool:
+        return all(f.get(k) == v for k, v in baseline.items())
+
+    bases = [i for i, f in enumerate(factors) if is_base(f)]
+    if not bases:
+        raise ValueError(f"no arm matches the baseline {dict(baseline)}")
+    pairs = []
+    for i, arm in enumerate(factors):
+        if is_base(arm):
+            continue
+        rest = {k: v for k, v in arm.items() if k not in baseline}
+        match = [b for b in bases if all(factors[b].get(k) == v for k, v in rest.items())]
+        if match:
+            pairs.append((i, match[0], ",".join(k for k in baseline if arm.get(k) != baseline[k])))
     return pairs
 
 

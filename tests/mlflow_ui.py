@@ -292,6 +292,15 @@ def _expand_by_clicking(page, parent_names: Sequence[str]) -> None:
             button.click()
 
 
+def _fit_name_column(page) -> None:
+    """Double-click the name column's resize handle, as a person would: ag-grid then sizes it
+    to the names (seeding `columnWidths` alone does not take: the UI applies widths only
+    together with a full `columnOrder`)."""
+    handle = page.locator(f'.ag-header-cell[col-id="{RUN_NAME_COLUMN}"] .ag-header-cell-resize')
+    if handle.count():
+        handle.first.dblclick()
+
+
 def capture_runs_table(
     base_url: str,
     experiment_name: str,
@@ -342,7 +351,6 @@ def capture_runs_table(
         "orderByAsc": facets["orderByAsc"] == "true",
         "datasetsFilter": [],
         "selectedColumns": [f"metrics.`{m}`" for m in metrics],
-        "columnWidths": {RUN_NAME_COLUMN: 320},
         "runsExpanded": {r["info"]["run_id"]: True for r in parents},
         "autoRefreshEnabled": False,
     }
@@ -361,7 +369,7 @@ def capture_runs_table(
     url = f"{base_url}/#/experiments/{experiment_id}/runs?{query}"
     rows = len(names) + len(parent_names)
     viewport = {
-        "width": width or max(1600, 900 + 130 * len(metrics)),
+        "width": width or 1600 + 130 * len(metrics),
         "height": min(max(900, 420 + 34 * rows), 6000),
     }
     loopback = ("http://127.0.0.1", "http://localhost", "http://[::1]")
@@ -396,6 +404,7 @@ def capture_runs_table(
                     break
                 more.first.click()
                 missing_names, missing_metrics = _wait_for(page, names, metrics, timeout_s / 6)
+            _fit_name_column(page)
             page.wait_for_timeout(500)  # let the last cells paint (the page never idles)
             page.screenshot(path=str(screenshot_path), full_page=True)
             table = _table(page)

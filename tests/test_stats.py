@@ -124,6 +124,11 @@ def test_arm_pairs_differ_in_one_factor_later_minus_earlier():
         (1, 0, "reinit_heads"),
         (2, 0, "reinit_heads"),
     ]
+    reinit = [{"reinit_from": k, "data_fraction": f} for k in (4, 5, 6) for f in (0.5, 1.0)]
+    assert stats.arm_pairs(reinit, {}, baseline={"reinit_from": 6}) == [
+        (0, 4, "reinit_from"), (1, 5, "reinit_from"), (2, 4, "reinit_from"),
+        (3, 5, "reinit_from"),
+    ]  # fmt: skip
     with pytest.raises(ValueError, match="no arm matches the baseline"):
         stats.arm_pairs(heads, {}, baseline={"reinit_heads": [[9, 9]]})
 

@@ -158,3 +158,40 @@ def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
     fig.colorbar(image, ax=ax, label=f"mean {LABELS.get(metric, metric)}")
     ax.set_title(f"{record.name}, confirm: mean {metric} over seeds", fontsize=10)
     return _save(fig, path)
+
+
+DYNAMICS = {
+    "l2_sum": "weight L2 distance from pretrained (sum of Q, K, V, out, FFN)",
+    "attn_js": "attention JS divergence from pretrained (nats)",
+    "cka": "linear CKA with pretrained hidden states (1 = same)",
+    "svcca": "SVCCA distance from pretrained hidden states (0 = same)",
+}
+
+
+def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
+    """Layer x arm heatmaps of how far each layer moved, mean over seeds, one panel per
+    measure. CKA/SVCCA rows are hidden states (0 = embeddings), the others blocks."""
+    shown = [m for m in DYNAMICS if m in set(table.metric)] if not table.empty else []
+    if not shown:
+        return None
+    labels = arm_labels(record)
+    arms = [a for a in record.arms if a in set(table.arm)]
+    width = max(4.0, 0.35 * len(arms) + 2.5)
+    fig, axes = plt.subplots(1, len(shown), figsize=(width * len(shown), 4.8), squeeze=False)
+    for ax, metric in zip(axes[0], shown, strict=True):
+        part = table[table.metric == metric]
+        grid = part.pivot_table(index="layer", columns="arm", values="value", aggfunc="mean")
+        grid = grid.reindex(columns=arms)
+        image = ax.imshow(grid.to_numpy(float), cmap="magma", aspect="auto", origin="lower")
+        if len(arms) <= 12:
+            for (i, j), value in np.ndenumerate(grid.to_numpy(float)):
+                ax.text(j, i, f"{value:.2g}", ha="center", va="center", color="cyan", fontsize=7)
+        ax.set_xticks(range(len(arms)), [_wrap(labels[a]) for a in arms], fontsize=6,
+                      rotation=90 if len(arms) > 12 else 0)  # fmt: skip
+        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+        ax.set_ylabel("hidden state (0 = embeddings)" if metric in ("cka", "svcca") else "block")
+        ax.set_title(DYNAMICS[metric], fontsize=8)
+        fig.colorbar(image, ax=ax, fraction=0.05)
+    fig.suptitle(f"{record.name}, confirm: how far each layer moved (mean over seeds)",
+                 fontsize=10)  # fmt: skip
+    return _save(fig, path)

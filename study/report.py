@@ -21,7 +21,7 @@ import re
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,14 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from study import plots, stats
-from study.report_data import CONFIRM, StudyRecord, learning_curves, load_study_record
+from study.report_data import (
+    CONFIRM,
+    StudyRecord,
+    layer_dynamics,
+    learning_curves,
+    load_study_record,
+)
+from study.report_heads import heads_tables, is_heads_study
 from study.report_markdown import render_markdown
 from study.tracking import default_tracking_uri
 from trainables.errors import UserInputError
@@ -46,6 +53,7 @@ class Report:
     comparisons: list[stats.Comparison]
     figures: dict[str, Path]
     folder: Path
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # study-specific extras
 
 
 def report_folder(root: Path | str, study: str, profile: str | None) -> Path:
@@ -84,26 +92,35 @@ def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> 
         record.scores(), record.arms, record.grid, record.metrics, baseline, aso_kwargs=aso
     )
     curves = learning_curves(record, CONFIRM)
+    dynamics = layer_dynamics(record)
     drawn = {
         "lr_vs_f1": plots.lr_vs_f1(record, folder / "lr_vs_f1.png"),
         "learning_curves": plots.learning_curves(curves, record, folder / "learning_curves.png"),
         "seeds": plots.seed_distributions(record, folder / "seeds.png"),
         "heatmap": plots.factor_heatmap(record, SUMMARY_METRIC, folder / "heatmap.png"),
+        "dynamics": plots.dynamics_heatmaps(dynamics, record, folder / "dynamics.png"),
     }
     figures = {k: v for k, v in drawn.items() if v is not None}
     report = Report(record, arm_summary(record), comparisons, figures, folder)
-    _write_tables(report, curves)
+    if is_heads_study(record):
+        for metric in ("test_f1", "dev_f1"):
+            report.tables.update(heads_tables(record, metric))
+    _write_tables(report, curves, dynamics)
     (folder / "README.md").write_text(render_markdown(report))
     return report
 
 
-def _write_tables(report: Report, curves: pd.DataFrame) -> None:
+def _write_tables(report: Report, curves: pd.DataFrame, dynamics: pd.DataFrame) -> None:
     keep = [c for c in report.record.trials.columns if c != "data"]
     report.record.trials[keep].to_csv(report.folder / "trials.csv", index=False)
     report.arm_table.to_csv(report.folder / "arms.csv", index=False)
     rows = [c.row() for c in report.comparisons]
     pd.DataFrame(rows).to_csv(report.folder / "comparisons.csv", index=False)
     curves.to_csv(report.folder / "learning_curves.csv", index=False)
+    if not dynamics.empty:
+        dynamics.to_csv(report.folder / "dynamics.csv", index=False)
+    for name, table in report.tables.items():
+        table.to_csv(report.folder / f"{name}.csv", index=False)
 
 
 def write_report(

@@ -9,6 +9,7 @@ history) is recorded there by `study.tracking`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from mlflow.tracking import MlflowClient
 from trainables.errors import UserInputError
 
 CONFIRM, EXPLORE = "confirm", "explore"
+_PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
 
 
@@ -37,6 +39,7 @@ class StudyRecord:
     arm_runs: dict[str, str]  # arm id -> MLflow run id
     trials: pd.DataFrame
     extra_sets: list[str] = field(default_factory=list)
+    dynamics: list[str] = field(default_factory=list)  # per-layer metrics (step = layer)
 
     @property
     def grid(self) -> dict[str, list[Any]]:
@@ -140,8 +143,9 @@ def load_study_record(tracking_uri: str, study: str, run_id: str | None = None) 
         plan=plan if isinstance(plan, dict) else {},
         arms=arms,
         arm_runs=dict(zip(arm_frame["tags.arm"], arm_frame["run_id"], strict=True)),
-        trials=trials,
+        trials=trials.drop(columns=[c for c in trials if c.startswith("dyn_")]),
         extra_sets=_extra_sets(trials),
+        dynamics=sorted(c for c in trials if c.startswith("dyn_") and not _PER_EVAL.search(c)),
     )
 
 
@@ -196,3 +200,15 @@ def learning_curves(record: StudyRecord, phase: str = CONFIRM) -> pd.DataFrame:
         for index, point in enumerate(history):
             rows.append((trial.arm, trial.seed, int(point.step), index, float(point.value)))
     return pd.DataFrame(rows, columns=["arm", "seed", "step", "evaluation", "dev_f1"])
+
+
+def layer_dynamics(record: StudyRecord) -> pd.DataFrame:
+    """The end-of-trial layer dynamics of completed confirm trials: arm, seed, metric, layer,
+    value (the metric names without their `dyn_` prefix)."""
+    client = MlflowClient(record.tracking_uri)
+    rows = []
+    for trial in record.confirm_completed().itertuples():
+        for name in record.dynamics:
+            for point in client.get_metric_history(trial.run_id, name):
+                rows.append((trial.arm, trial.seed, name[4:], int(point.step), float(point.value)))
+    return pd.DataFrame(rows, columns=["arm", "seed", "metric", "layer", "value"])

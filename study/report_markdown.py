@@ -21,6 +21,8 @@ FIGURES = {
     "over seeds.",
     "heatmap": "Confirm phase: mean test F1 over the two grid factors.",
     "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms.",
+    "dynamics": "Confirm phase: how far each layer moved from the pretrained encoder at the "
+    "end of training (weight L2, attention JS divergence, CKA, SVCCA), mean over seeds.",
 }
 
 
@@ -184,6 +186,37 @@ def _extra_sets(report: Report) -> str:
     return "## Extra evaluation sets (zero-shot transfer)\n\n" + _table(header, rows)
 
 
+def _heads_section(report: Report) -> str:
+    tables = report.tables
+    layer, head = tables.get("heads_per_layer_test_f1"), tables.get("heads_per_head_test_f1")
+    if layer is None:
+        return ""
+    out = [
+        "## Single heads re-initialised: difference from the baseline (test F1)",
+        "",
+        "Each row summarises (head arm − no-reinit baseline) at the same seed; per block over "
+        "all its heads and seeds, per head over seeds. Negative = the head mattered. The same "
+        "tables for dev F1 are in `heads_per_layer_dev_f1.csv` and `heads_per_head_dev_f1.csv`.",
+        "",
+        _frame_table(layer),
+        "",
+        _frame_table(head),
+    ]
+    return "\n".join(out)
+
+
+def _frame_table(frame) -> str:
+    header = [str(c) for c in frame.columns]
+    rows = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
+    return _table(header, rows)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float) and not value.is_integer():
+        return _num(value)
+    return str(int(value)) if isinstance(value, float) else str(value)
+
+
 def _figures(report: Report) -> str:
     out = ["## Plots"]
     for key, caption in FIGURES.items():
@@ -203,6 +236,7 @@ def _files() -> str:
 def render_markdown(report: Report) -> str:
     sections = [
         _header(report), summary(report), _what_ran(report), _arm_section(report),
-        _extra_sets(report), _comparison_section(report), _figures(report), _files(),
+        _extra_sets(report), _heads_section(report), _comparison_section(report),
+        _figures(report), _files(),
     ]  # fmt: skip
     return "\n\n".join(s for s in sections if s) + "\n"

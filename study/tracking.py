@@ -71,6 +71,22 @@ def numeric_metrics(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def split_layer_metrics(
+    metrics: dict[str, float],
+) -> tuple[dict[str, float], dict[str, dict[int, float]]]:
+    """The trainable reports layer dynamics as `dyn/<name>/<layer>`; MLflow gets them as one
+    metric `dyn_<name>` whose step is the layer index, so its chart is a per-layer profile."""
+    plain: dict[str, float] = {}
+    layers: dict[str, dict[int, float]] = {}
+    for key, value in metrics.items():
+        parts = key.split("/")
+        if len(parts) == 3 and parts[0] == "dyn" and parts[2].isdigit():
+            layers.setdefault(f"dyn_{parts[1]}", {})[int(parts[2])] = value
+        else:
+            plain[key] = value
+    return plain, layers
+
+
 def trial_status(result: dict[str, Any] | None, errored: bool) -> str:
     """`final` is the trainable's own end marker; Ray's `done` is also set for stopped trials."""
     if errored:
@@ -152,6 +168,11 @@ class StudyTracker:
         items = [Metric(k, v, now, step) for k, v in sorted(metrics.items()) if math.isfinite(v)]
         for start in range(0, len(items), 500):
             self.client.log_batch(run_id, metrics=items[start : start + 500])
+
+    def log_layer_metric(self, run_id: str, name: str, values: dict[int, float]) -> None:
+        now = int(time.time() * 1000)
+        items = [Metric(name, v, now, layer) for layer, v in sorted(values.items())]
+        self.client.log_batch(run_id, metrics=[m for m in items if math.isfinite(m.value)])
 
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
@@ -240,7 +261,13 @@ class MlflowTrackingCallback(Callback):
         step = int(result.get("step", result.get("training_iteration", 0)))
         if step <= self._logged_step.get(run_id, -1):
             return  # a restored trial re-reporting what was logged before the restart
-        self.tracker.log_metrics(run_id, numeric_metrics(result), step)
+        plain, layers = split_layer_metrics(numeric_metrics(result))
+        if not result.get("final"):  # dynamics at every evaluation: one series per layer
+            plain.update({f"{name}_L{i}": v for name, vs in layers.items() for i, v in vs.items()})
+            layers = {}
+        self.tracker.log_metrics(run_id, plain, step)
+        for name, values in layers.items():
+            self.tracker.log_layer_metric(run_id, name, values)
         if "node_id" in result:
             self.tracker.set_tags(run_id, {"ray_node_id": result["node_id"]})
         self._logged_step[run_id] = step

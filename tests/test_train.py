@@ -8,7 +8,7 @@ from trainables.config import TrialConfig
 from trainables.errors import ConfigError, TrainingDiverged
 from trainables.train import Trial
 
-TIMING = {"train_tokens_per_s"}  # wall-clock derived, the only metric allowed to differ
+TIMING = {"train_tokens_per_s", "dynamics_s"}  # wall-clock derived: allowed to differ
 
 
 def run_all(settings: dict) -> list[dict]:
@@ -105,6 +105,49 @@ def test_extra_eval_sets_are_scored_at_the_end(trial_settings, tiny_corpus):
     }
     final = run_all(settings)[-1]
     assert final["other_f1"] == final["test_f1"]
+
+
+def _dynamics(metrics: dict) -> dict[str, dict[int, float]]:
+    out: dict[str, dict[int, float]] = {}
+    for key, value in metrics.items():
+        if key.startswith("dyn/"):
+            _, name, layer = key.split("/")
+            out.setdefault(name, {})[int(layer)] = value
+    return out
+
+
+def test_layer_dynamics_are_measured_at_the_end_by_default(trial_settings):
+    history = run_all(trial_settings)
+    assert all(not _dynamics(m) for m in history[:-1])
+    final = _dynamics(history[-1])
+    blocks, states = range(3), range(4)  # the tiny model: 3 blocks, 4 hidden states
+    for name in ("l2_query", "l2_key", "l2_value", "l2_attn_out", "l2_ffn_in", "l2_ffn_out",
+                 "l2_sum", "attn_js"):  # fmt: skip
+        assert sorted(final[name]) == list(blocks), name
+    assert sorted(final["cka"]) == sorted(final["svcca"]) == list(states)
+    assert all(v > 0 for v in final["l2_sum"].values())  # fine-tuning moved every block
+    assert final["cka"][0] == pytest.approx(1.0, abs=1e-3) or final["l2_sum"][0] > 0
+    assert all(0 <= v <= math.log(2) + 1e-9 for v in final["attn_js"].values())
+
+
+def test_a_probe_leaves_every_layer_where_it_was(trial_settings):
+    final = _dynamics(run_all(trial_settings | {"probe": True, "lr": 1e-2})[-1])
+    assert set(final["l2_sum"].values()) == {0.0}
+    assert all(v == pytest.approx(1.0, abs=1e-6) for v in final["cka"].values())
+    assert all(v == pytest.approx(0.0, abs=1e-6) for v in final["attn_js"].values())
+
+
+def test_dynamics_at_every_evaluation_or_never(trial_settings):
+    every = list(Trial(TrialConfig.from_dict(trial_settings | {"dynamics": "each_eval"})).run())
+    assert all(_dynamics(m) and m["dynamics_s"] > 0 for m in every)
+    never = list(Trial(TrialConfig.from_dict(trial_settings | {"dynamics": "off"})).run())
+    assert not any(_dynamics(m) or "dynamics_s" in m for m in never)
+    assert every[-1]["dev_f1"] == never[-1]["dev_f1"]  # measuring does not change training
+
+
+def test_truncated_encoder_reports_only_its_blocks(trial_settings):
+    final = _dynamics(run_all(trial_settings | {"depth": 2})[-1])
+    assert sorted(final["l2_sum"]) == [0, 1] and sorted(final["cka"]) == [0, 1, 2]
 
 
 def test_bad_settings_are_one_line_config_errors(trial_settings):

@@ -16,6 +16,7 @@ from trainables.errors import ConfigError
 SCHEDULES = ("linear", "cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
+DYNAMICS_MODES = ("off", "end", "each_eval")
 
 
 @dataclass
@@ -49,6 +50,10 @@ class TrialConfig:
     eval_every: int | None = None  # steps; None evaluates at the end of each epoch
     eval_extra_each_time: bool = False  # also score extra eval sets at every evaluation
     eval_batch_tokens: int = 8192
+    # how far each layer moved from the pretrained encoder (trainables.dynamics), measured on
+    # the first `dynamics_sentences` dev windows: after the last step, at every evaluation, or off
+    dynamics: str = "end"
+    dynamics_sentences: int = 64
     # hardware
     device: str = "auto"
     precision: str = "fp32"
@@ -99,6 +104,10 @@ class TrialConfig:
             self.eval_every is None or self.eval_every >= 1, "eval_every", self.eval_every, ">=1"
         )
         _check(self.device in DEVICES, "device", self.device, f"one of {DEVICES}")
+        _check(
+            self.dynamics in DYNAMICS_MODES, "dynamics", self.dynamics, f"one of {DYNAMICS_MODES}"
+        )
+        _check(self.dynamics_sentences >= 1, "dynamics_sentences", self.dynamics_sentences, ">= 1")
         _check(self.precision in PRECISIONS, "precision", self.precision, f"one of {PRECISIONS}")
         _check(0 <= self.dropout < 1, "dropout", self.dropout, "in [0, 1)")
         _check(
@@ -127,7 +136,7 @@ _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {
         name: int
         for name in (
             "epochs", "max_steps", "batch_size", "seed", "max_length", "eval_every",
-            "eval_batch_tokens", "threads", "fail_at_step",
+            "eval_batch_tokens", "threads", "fail_at_step", "dynamics_sentences",
         )
     },
 }  # fmt: skip

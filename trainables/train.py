@@ -27,6 +27,7 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 
+from trainables import dynamics
 from trainables.config import TrialConfig
 from trainables.data.batching import collate, eval_batches, train_batches
 from trainables.data.corpus import LabelMap, nested_fraction_indices
@@ -35,7 +36,7 @@ from trainables.data.sources import load_splits
 from trainables.device import autocast, resolve_device
 from trainables.errors import TrainingDiverged, UserInputError
 from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
-from trainables.tagger import build_tagger, param_groups
+from trainables.tagger import build_tagger, load_encoder, param_groups
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,14 @@ class Trial:
         self.train_split = encoded(train_sentences)
         self.eval_splits = {name: encoded(s) for name, s in eval_sets.items()}
         self.train_lengths = [len(w) for w in self.train_split.windows]
+        self.dynamics_sample = (
+            dynamics.dev_sample(
+                self.eval_splits["dev"], self.tokenizer.pad_token_id, cfg.dynamics_sentences
+            )
+            if cfg.dynamics != "off"
+            else []
+        )
+        self._reference: torch.nn.Module | None = None  # the pretrained encoder, loaded once
 
         self.batches_per_epoch = math.ceil(len(self.train_lengths) / cfg.batch_size)
         self.total_steps = cfg.epochs * self.batches_per_epoch
@@ -169,6 +178,8 @@ class Trial:
                 metrics["evaluation"] = float(len(self.eval_steps))
                 if done:
                     metrics.update(self._final_metrics())
+                if cfg.dynamics == "each_eval" or (done and cfg.dynamics == "end"):
+                    metrics.update(self.layer_dynamics())
                 loss_sum, loss_count, tokens, busy = 0.0, 0, 0, 0.0
                 self.last_metrics = metrics
                 yield metrics
@@ -258,6 +269,22 @@ class Trial:
         for name, split in self.eval_splits.items():
             out.update(self.score(name, per_type=True))
             out[f"{name}_windowed_sentences"] = float(split.windowed_sentences)
+        return out
+
+    def layer_dynamics(self) -> dict[str, float]:
+        """How far each layer is from the pretrained encoder, as `dyn/<measure>/<layer>`,
+        plus `dynamics_s`, its cost in seconds (the budget is 10% of a trial)."""
+        started = time.perf_counter()
+        if self._reference is None:
+            self._reference, _ = load_encoder(self.cfg.model)
+            self._reference.to(self.device)
+        values = dynamics.layer_dynamics(self.model.encoder, self._reference, self.dynamics_sample)
+        out = {
+            f"dyn/{name}/{layer}": float(value)
+            for name, per_layer in values.items()
+            for layer, value in enumerate(per_layer)
+        }
+        out["dynamics_s"] = time.perf_counter() - started
         return out
 
     # --- state ----------------------------------------------------------------------------

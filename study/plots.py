@@ -129,6 +129,14 @@ def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def _annotate(ax, image, values: np.ndarray) -> None:
+    """Cell values in black on light cells and white on dark ones."""
+    for (i, j), value in np.ndenumerate(values):
+        light = image.norm(value) > 0.6 if np.isfinite(value) else False
+        ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=7,
+                color="black" if light else "white")  # fmt: skip
+
+
 def _wrap(arm: str) -> str:
     return arm.replace(", ", "\n")
 
@@ -176,7 +184,7 @@ def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> P
         return None
     labels = arm_labels(record)
     arms = [a for a in record.arms if a in set(table.arm)]
-    width = max(4.0, 0.35 * len(arms) + 2.5)
+    width = 0.9 * len(arms) + 1.8 if len(arms) <= 12 else 0.3 * len(arms) + 2.5
     fig, axes = plt.subplots(1, len(shown), figsize=(width * len(shown), 4.8), squeeze=False)
     for ax, metric in zip(axes[0], shown, strict=True):
         part = table[table.metric == metric]
@@ -184,8 +192,7 @@ def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> P
         grid = grid.reindex(columns=arms)
         image = ax.imshow(grid.to_numpy(float), cmap="magma", aspect="auto", origin="lower")
         if len(arms) <= 12:
-            for (i, j), value in np.ndenumerate(grid.to_numpy(float)):
-                ax.text(j, i, f"{value:.2g}", ha="center", va="center", color="cyan", fontsize=7)
+            _annotate(ax, image, grid.to_numpy(float))
         ax.set_xticks(range(len(arms)), [_wrap(labels[a]) for a in arms], fontsize=6,
                       rotation=90 if len(arms) > 12 else 0)  # fmt: skip
         ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])

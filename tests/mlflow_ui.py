@@ -9,16 +9,24 @@ experiment's runs page (the "Model training" workflow), shows the arm runs and t
 metric columns, waits for them to render, takes a full-page screenshot and returns the table
 as tab-separated text (a header line, then one line per row, as the UI shows them).
 
-How the MLflow 3 UI is made to show them (tried on 3.17):
+How the MLflow 3 UI is made to show them (tried on 3.17.2):
+- The experiment page opens on the GenAI workflow (a traces overview); the URL parameter
+  `workflowType=machine_learning` opens the runs table, with the search facets (filter, sort)
+  as URL parameters too. The assistant panel, which opens itself on a first visit and covers
+  the table, is kept shut through its localStorage flags.
 - Columns and expanded rows are UI state, which the UI keeps in localStorage under
   `MLflowLocalStorage-1.1-ExperimentPage-["<experiment id>"]-ReactComponentState`
   (`selectedColumns`: keys like "metrics.`f1_mean`"; `runsExpanded`: {run id: true}); no URL
-  parameter sets them. The page is seeded with that state before it loads.
+  parameter sets them. The page is seeded with that state once, before it first loads.
 - If seeding did not take (a later UI that stores it elsewhere), it falls back to what a person
   does: the "Columns" selector (search box, tick the metric) and the row's expander button.
-- Child rows are nested under their parent only when the table is sorted by creation time and
-  no search filter is set; with `search_filter` (e.g. "tags.run_kind = 'arm'") the UI lists the
-  matching runs flat instead, which also suits studies with more runs than one page.
+- The UI nests child rows under their parents whenever the table is sorted by creation time,
+  even under a search filter (the matches then show collapsed under their parents); so with
+  `search_filter` (e.g. "tags.run_kind = 'arm'") the table is also sorted by run name, and the
+  UI lists the matching runs flat.
+- The table loads 100 runs a page, newest first; when those are all trials, the UI fetches
+  their parents, so the arm runs show at the top level and the study run only after
+  "Load more" (which is clicked while expected arm runs are still missing).
 Only loopback is reached: every request the page makes elsewhere is aborted.
 """
 
@@ -62,6 +70,10 @@ DEFAULT_FACETS = {
 UI_STATE_KEY = 'MLflowLocalStorage-1.1-ExperimentPage-["{experiment_id}"]-ReactComponentState'
 RUN_NAME_COLUMN = "attributes.`Run Name`"
 NAME_ORDER_KEY = "tags.`mlflow.runName`"
+
+
+# Straight to the local server, whatever proxy the environment names.
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def chromium_path() -> str | None:
@@ -139,7 +151,7 @@ def mlflow_ui_server(
     default artifact root), with telemetry and the job runner off, in a new session so that
     the whole process group is killed on exit.
     """
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in ("127.0.0.1", "localhost"):
         raise ValueError(f"only a loopback host is allowed, not {host!r}")
     own_dir = workdir is None
     work = Path(tempfile.mkdtemp(prefix="mlflow-ui-")) if own_dir else Path(workdir)
@@ -179,7 +191,7 @@ def mlflow_ui_server(
                     + _tail(log_path)
                 )
             try:
-                with urllib.request.urlopen(f"{base_url}/health", timeout=2) as resp:
+                with _LOOPBACK.open(f"{base_url}/health", timeout=2) as resp:
                     if resp.status == 200:
                         break
             except (urllib.error.URLError, OSError):
@@ -200,7 +212,7 @@ def _api(base_url: str, path: str, body: dict | None = None) -> dict:
     url = f"{base_url}/api/2.0/mlflow/{path}"
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
+    with _LOOPBACK.open(req, timeout=30) as resp:
         return json.load(resp)
 
 
@@ -217,6 +229,10 @@ def _search_runs(base_url: str, experiment_id: str, filter_string: str, limit: i
         if not token:
             break
     return runs[:limit]
+
+
+def _name(run: dict) -> str:
+    return run["info"].get("run_name") or run["info"]["run_id"]
 
 
 def _tags(run: dict) -> dict[str, str]:
@@ -286,19 +302,23 @@ def _show_columns_by_clicking(page, metrics: Sequence[str]) -> None:
 
 def _expand_by_clicking(page, parent_names: Sequence[str]) -> None:
     for name in parent_names:
-        row = page.locator(f'.ag-row .ag-cell[col-id="{RUN_NAME_COLUMN}"]', has_text=name)
-        button = row.first.locator("button").first
+        cell = page.locator(f'.ag-row .ag-cell[col-id="{RUN_NAME_COLUMN}"]').filter(
+            has=page.get_by_role("link", name=name, exact=True)
+        )
+        button = cell.first.locator("button").first  # the expander, before the name
         if button.count():
             button.click()
 
 
-def _fit_name_column(page) -> None:
-    """Double-click the name column's resize handle, as a person would: ag-grid then sizes it
-    to the names (seeding `columnWidths` alone does not take: the UI applies widths only
-    together with a full `columnOrder`)."""
-    handle = page.locator(f'.ag-header-cell[col-id="{RUN_NAME_COLUMN}"] .ag-header-cell-resize')
-    if handle.count():
-        handle.first.dblclick()
+def _fit_columns(page, col_ids: Sequence[str]) -> None:
+    """Double-click each column's resize handle, as a person would: ag-grid then sizes it to
+    its content, so long run names and metric names are not cut (seeding `columnWidths` alone
+    does not take: the UI applies widths only together with a full `columnOrder`)."""
+    for col_id in col_ids:
+        handle = page.locator(f'.ag-header-cell[col-id="{col_id}"] .ag-header-cell-resize')
+        if handle.count():
+            handle.first.dblclick()
+    page.mouse.move(0, 0)
 
 
 def capture_runs_table(
@@ -340,8 +360,14 @@ def capture_runs_table(
         parent_ids = {r["info"]["run_id"] for r in parents}
         children = _search_runs(base_url, experiment_id, f"tags.run_kind = '{child_kind}'")
         expected = [r for r in children if _tags(r).get("mlflow.parentRunId") in parent_ids]
-    names = [r["info"].get("run_name") or r["info"]["run_id"] for r in expected]
-    parent_names = [r["info"].get("run_name") or r["info"]["run_id"] for r in parents]
+    names = [_name(r) for r in expected]
+    parent_names = [_name(r) for r in parents]
+    name_of = {r["info"]["run_id"]: _name(r) for r in parents}
+    children_of = {name: [] for name in parent_names}
+    for run in expected:
+        parent = name_of.get(_tags(run).get("mlflow.parentRunId", ""))
+        if parent is not None:
+            children_of[parent].append(_name(run))
 
     facets = {**DEFAULT_FACETS, "searchFilter": search_filter or ""}
     if search_filter:  # the UI nests children whenever it sorts by creation time
@@ -395,8 +421,11 @@ def capture_runs_table(
             )
             if missing_metrics:
                 _show_columns_by_clicking(page, missing_metrics)
-            if missing_names and parent_names:
-                _expand_by_clicking(page, parent_names)
+            collapsed = [
+                p for p, kids in children_of.items() if kids and set(kids) <= set(missing_names)
+            ]
+            if collapsed:
+                _expand_by_clicking(page, collapsed)
             missing_names, missing_metrics = _wait_for(page, names, metrics, timeout_s / 3)
             for _ in range(20):  # more runs than one page: the nested rows may be further on
                 more = page.get_by_role("button", name="Load more")
@@ -404,7 +433,7 @@ def capture_runs_table(
                     break
                 more.first.click()
                 missing_names, missing_metrics = _wait_for(page, names, metrics, timeout_s / 6)
-            _fit_name_column(page)
+            _fit_columns(page, [RUN_NAME_COLUMN, *(f"metrics.`{m}`" for m in metrics)])
             page.wait_for_timeout(500)  # let the last cells paint (the page never idles)
             page.screenshot(path=str(screenshot_path), full_page=True)
             table = _table(page)

@@ -29,7 +29,7 @@ FIGURES = {
 def _num(value: float, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    return f"{value:.{digits}g}" if abs(value) >= 10 else f"{value:.{digits}f}"
+    return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}"
 
 
 def _p(value: float) -> str:
@@ -229,7 +229,9 @@ def _files() -> str:
     return (
         "## Files\n\n`trials.csv` (every trial: factors, status, final metrics), `arms.csv` "
         "(the per-arm table), `comparisons.csv` (every statistic of every comparison), "
-        "`learning_curves.csv` (dev F1 at each evaluation of each confirm trial)."
+        "`learning_curves.csv` (dev F1 at each evaluation of each confirm trial), and where "
+        "measured `dynamics.csv` (per-layer dynamics of each confirm trial) and the heads "
+        "tables."
     )
 
 

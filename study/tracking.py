@@ -277,8 +277,9 @@ class MlflowTrackingCallback(Callback):
         result = trial.last_result or {}
         status = trial_status(result, errored)
         tags: dict[str, Any] = {"status": status}
-        if errored:
+        if errored:  # the error of the last attempt, and how often Ray ran it in all
             tags["error"] = _error_text(trial)
+            tags["failures"] = int(getattr(trial, "num_failures", 0))
         self.tracker.set_tags(run_id, tags)
         self.tracker.end(run_id, STATUS_RUN[status])
         study = trial.config["study"]

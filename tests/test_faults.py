@@ -1,0 +1,79 @@
+"""Faults inside a real study: a trial that raises, and one whose loss diverges. Each is
+retried `max_failures` times, then recorded as errored with its reason; the study goes on,
+its report lists them, and no NaN reaches the statistics."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from tests.study_helpers import run_study, runs_by_kind, write_study
+
+pytestmark = pytest.mark.study
+
+
+@pytest.fixture(scope="module")
+def faulty_study(tmp_path_factory, tiny_model, tiny_corpus):
+    tmp = tmp_path_factory.mktemp("faulty")
+    study = write_study(
+        tmp,
+        str(tiny_model),
+        tiny_corpus,
+        grid={"fail_at_step": [None, 5], "lr": [1.0e-3, 1.0e30]},
+        search=None,
+        metric={"name": "dev_f1", "mode": "max"},
+        fixed={
+            "epochs": 2,
+            "batch_size": 16,
+            "max_length": 32,
+            "max_grad_norm": 1.0e30,
+            "warmup_ratio": 0.0,
+        },  # fmt: skip
+        phases={"confirm": {"select": [{}], "seeds": 2}},
+        max_failures=1,
+    )
+    done = run_study(study, tmp)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp, done
+
+
+def _by_arm(tmp) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for run in runs_by_kind(tmp)["trial"]:
+        out.setdefault(run.data.tags["arm"], []).append(run)
+    return out
+
+
+def test_failing_trials_are_retried_then_errored_with_their_reason(faulty_study):
+    tmp, _ = faulty_study
+    arms = _by_arm(tmp)
+    assert {r.data.tags["status"] for r in arms["fail_at_step=None,lr=0.001"]} == {"completed"}
+    injected = arms["fail_at_step=5,lr=0.001"]
+    assert len(injected) == 2
+    for run in injected:
+        assert run.data.tags["status"] == "errored" and run.info.status == "FAILED"
+        assert "injected failure at step 5 (fail_at_step)" in run.data.tags["error"]
+        assert run.data.tags["failures"] == "2"  # the first attempt and max_failures = 1 retry
+    for run in arms["fail_at_step=None,lr=1e+30"]:
+        assert run.data.tags["status"] == "errored"
+        assert "loss became" in run.data.tags["error"]
+        assert "the trial's results are invalid" in run.data.tags["error"]
+    study_run = runs_by_kind(tmp)["study"][0]
+    assert study_run.data.tags["state"] == "finished"  # the study went on to the end
+
+
+def test_report_lists_errored_trials_and_keeps_nan_out_of_statistics(faulty_study):
+    tmp, _ = faulty_study
+    folder = tmp / "reports" / "teststudy"
+    text = (folder / "README.md").read_text()
+    assert "Errored trials (retried up to `max_failures`, then recorded):" in text
+    assert text.count("injected failure at step 5") >= 2 and "loss became" in text
+    comparisons = pd.read_csv(folder / "comparisons.csv")
+    assert len(comparisons) and (comparisons.n == 0).all()  # every pair has an errored arm
+    for row in comparisons.itertuples():
+        assert math.isnan(row.diff) and "0 paired seed(s)" in row.note
+    arms = pd.read_csv(folder / "arms.csv").set_index("arm")
+    assert arms.loc["fail_at_step=5,lr=0.001", "n_seeds"] == 0
+    assert arms.loc["fail_at_step=None,lr=0.001", "n_seeds"] == 2

@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     # Tune snapshots its experiment state at every checkpoint because num_to_keep is set;
     # that is what makes --resume exact, so its "snapshotting too often" warning is noise
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # MLflow's client retries an unreachable server for minutes per call, which would stall
+    # Tune's driver loop; the tracking callback queues and retries writes itself instead
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
     try:
         return _run(args)
     except UserInputError as err:

@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ STATUS_RUN = {
     "errored": RunStatus.to_string(RunStatus.FAILED),
 }
 MAX_PARAM = 6000  # MLflow's limit on a param value
+RETRY_S = 10  # seconds between tries while the tracking server is down
+DRAIN_S = 600  # at the end of a phase, how long to wait for it to come back
 
 
 def default_tracking_uri(base: Path | str = ".") -> str:
@@ -216,11 +219,55 @@ class MlflowTrackingCallback(Callback):
         self._runs: dict[str, str] = {}  # Tune trial id -> MLflow run id
         self._logged_step: dict[str, int] = {}  # MLflow run id -> last step logged
         self.finished: list[dict[str, Any]] = []  # one line per finished trial, for the CLI
+        self._pending: list[Callable[[], Any]] = []  # writes not yet accepted, in order
+        self._retry_at = 0.0  # after a failed write, wait before trying the server again
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_tracker"] = None
+        state["_pending"] = []  # closures over live trials; a resumed study re-reports
         return state
+
+    # --- writes that survive a tracking server going away ---------------------------------
+    def _write(self, action: Callable[[], Any]) -> None:
+        """Queue one MLflow write and try to send everything queued, oldest first. A server
+        that is down must not stop the study: writes wait and are back-filled, in order, as
+        soon as it answers again."""
+        self._pending.append(action)
+        self._flush()
+
+    def _flush(self, force: bool = False) -> None:
+        if not self._pending or (not force and time.monotonic() < self._retry_at):
+            return
+        was_down = self._retry_at > 0
+        while self._pending:
+            try:
+                self._pending[0]()
+            except Exception as err:  # noqa: BLE001 - any store error: keep the write queued
+                if not was_down:
+                    log.warning("MLflow at %s is not answering (%s); %d write(s) queued, "
+                                "retrying every %d s while the study goes on", self.tracking_uri,
+                                _first_line(err), len(self._pending), RETRY_S)  # fmt: skip
+                self._retry_at = time.monotonic() + RETRY_S
+                return
+            self._pending.pop(0)
+        if was_down:
+            log.info("MLflow at %s answers again: queued writes back-filled", self.tracking_uri)
+        self._retry_at = 0.0
+
+    def on_step_end(self, iteration, trials, **info) -> None:
+        self._flush()
+
+    def on_experiment_end(self, trials, **info) -> None:
+        """Wait (bounded) for a missing server, so the phase's records are complete."""
+        deadline = time.monotonic() + DRAIN_S
+        while self._pending and time.monotonic() < deadline:
+            self._flush(force=True)
+            if self._pending:
+                time.sleep(RETRY_S)
+        if self._pending:
+            log.error("MLflow at %s did not come back within %d s: %d write(s) of this phase "
+                      "are lost", self.tracking_uri, DRAIN_S, len(self._pending))  # fmt: skip
 
     @property
     def tracker(self) -> StudyTracker:
@@ -254,9 +301,13 @@ class MlflowTrackingCallback(Callback):
         return run_id
 
     def on_trial_start(self, iteration, trials, trial, **info) -> None:
-        self._run_of(trial)
+        self._write(lambda: self._run_of(trial))
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+        result = dict(result)
+        self._write(lambda: self._log_result(trial, result))
+
+    def _log_result(self, trial, result: dict[str, Any]) -> None:
         run_id = self._run_of(trial)
         step = int(result.get("step", result.get("training_iteration", 0)))
         if step <= self._logged_step.get(run_id, -1):
@@ -273,15 +324,13 @@ class MlflowTrackingCallback(Callback):
         self._logged_step[run_id] = step
 
     def _finish(self, trial, errored: bool) -> None:
-        run_id = self._run_of(trial)
-        result = trial.last_result or {}
+        result = dict(trial.last_result or {})
         status = trial_status(result, errored)
         tags: dict[str, Any] = {"status": status}
         if errored:  # the error of the last attempt, and how often Ray ran it in all
             tags["error"] = _error_text(trial)
             tags["failures"] = int(getattr(trial, "num_failures", 0))
-        self.tracker.set_tags(run_id, tags)
-        self.tracker.end(run_id, STATUS_RUN[status])
+        self._write(lambda: self._record_end(trial, tags, STATUS_RUN[status]))
         study = trial.config["study"]
         value = result.get(self.metric, float("nan"))
         line = {**study, "status": status, self.metric: value, "epoch": result.get("epoch")}
@@ -292,11 +341,21 @@ class MlflowTrackingCallback(Callback):
             value, f"{result.get('epoch', float('nan')):.2f}", status,
         )  # fmt: skip
 
+    def _record_end(self, trial, tags: dict[str, Any], run_status: str) -> None:
+        run_id = self._run_of(trial)
+        self.tracker.set_tags(run_id, tags)
+        self.tracker.end(run_id, run_status)
+
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
         self._finish(trial, errored=False)
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._finish(trial, errored=True)
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0][:300] if lines else type(err).__name__
 
 
 def _error_text(trial) -> str:

@@ -1,0 +1,73 @@
+"""The tracking server dies mid-study and comes back: the study goes on, and what it could
+not write meanwhile is back-filled, with no run duplicated and no evaluation missing."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.mlflow_ui import mlflow_ui_server
+from tests.study_helpers import REPO, study_command, write_study
+
+pytestmark = pytest.mark.study
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _read_until(driver: subprocess.Popen, lines: list[str], finished: int, limit_s: float):
+    """Read the driver's output until `finished` trials have finished in all (or it ends)."""
+    deadline = time.time() + limit_s
+    for line in driver.stdout:
+        lines.append(line)
+        if sum("trial finished:" in x for x in lines) >= finished or time.time() > deadline:
+            return
+
+
+def test_study_outlives_a_tracking_server_outage(tmp_path, tiny_model, tiny_corpus):
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+    backend = f"sqlite:///{tmp_path / 'server.db'}"
+    port, workdir = _free_port(), tmp_path / "server"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    lines: list[str] = []
+    with mlflow_ui_server(backend, port=port, workdir=workdir) as url:
+        command = [*study_command(study, tmp_path), "--tracking-uri", url]
+        driver = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        _read_until(driver, lines, finished=2, limit_s=300)
+    _read_until(driver, lines, finished=6, limit_s=300)  # trials go on with the server down
+    down_log = "".join(lines)
+    assert "is not answering" in down_log and "write(s) queued" in down_log, down_log[-3000:]
+    with mlflow_ui_server(backend, port=port, workdir=workdir) as url:
+        lines += driver.stdout.readlines()
+        assert driver.wait(timeout=600) == 0, "".join(lines)[-3000:]
+        client = MlflowClient(url)
+        experiment = client.get_experiment_by_name("teststudy")
+        runs = client.search_runs([experiment.experiment_id], max_results=1000)
+        history = {
+            r.info.run_id: [m.step for m in client.get_metric_history(r.info.run_id, "dev_f1")]
+            for r in runs
+        }
+    assert "answers again: queued writes back-filled" in "".join(lines)
+    kinds = Counter(r.data.tags["run_kind"] for r in runs)
+    assert kinds == {"study": 1, "arm": 2, "trial": 12}, kinds
+    trials = [r for r in runs if r.data.tags["run_kind"] == "trial"]
+    assert len({r.data.tags["trial_key"] for r in trials}) == 12  # none duplicated
+    for run in trials:
+        status = run.data.tags["status"]
+        assert status in {"completed", "pruned"}, status
+        steps = history[run.info.run_id]
+        assert len(steps) == len(set(steps))
+        if status == "completed":  # every evaluation made it, including those while down
+            assert len(steps) == 4, (run.data.tags["trial_key"], steps)

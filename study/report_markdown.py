@@ -126,7 +126,7 @@ def _comparison_section(report: Report) -> str:
     rows = [
         [f"`{c.arm_a}` vs `{c.arm_b}`", c.metric, str(c.n), _num(c.mean_a), _num(c.mean_b),
          _num(c.diff), f"[{_num(c.ci_low)}, {_num(c.ci_high)}]", _p(c.p_t), _p(c.p_wilcoxon),
-         _p(c.p_holm), _num(c.cohens_d, 2), _num(c._eps_for_winner(), 2),
+         _p(c.p_holm), _num(c.cohens_d, 2), f"{c._eps_for_winner():.2f}",
          str(c.seeds_for_power or "–")]
         for c in comps
     ]  # fmt: skip
@@ -159,7 +159,8 @@ def summary(report: Report) -> str:
             "observed sizes would need the seed counts in the power column to be detected."
         )
     else:
-        lines.append(f"{len(significant)} of {len(comps)} comparisons are significant after "
+        verb = "is" if len(significant) == 1 else "are"
+        lines.append(f"{len(significant)} of {len(comps)} comparisons {verb} significant after "
                      f"Holm correction (α = {stats.ALPHA}):")  # fmt: skip
         lines += [f"- {c.verdict()}" for c in significant]
     dominated = [c for c in comps if c._eps_for_winner() < stats.ASO_TAU and not c.significant]

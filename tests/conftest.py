@@ -79,7 +79,9 @@ def finished_study(tmp_path_factory, tiny_model, tiny_corpus):
     """One whole study on a real Ray and MLflow store (about a minute), shared by the study,
     report and MLflow-UI tests: (its folder, the finished driver process)."""
     tmp = tmp_path_factory.mktemp("study")
-    study = write_study(tmp, str(tiny_model), tiny_corpus)
+    # an extra eval set (zero-shot transfer): every trial scores it at the end
+    data = {**tiny_corpus, "extra": {"shifted": {"conll": tiny_corpus["dev"]}}}
+    study = write_study(tmp, str(tiny_model), tiny_corpus, data=data)
     done = run_study(study, tmp)
     assert done.returncode == 0, done.stderr[-3000:]
     return tmp, done

@@ -41,7 +41,21 @@ def test_study_run_writes_the_report_and_logs_it(finished_study):
     assert {f"report/{name}" for name in FILES} <= {a.path for a in artifacts}
     comparisons = pd.read_csv(folder / "comparisons.csv")
     assert study_run.data.metrics["comparisons"] == len(comparisons)
-    assert set(comparisons.metric) >= {"dev_f1", "test_f1", "curve_area", "dev_loss"}
+    assert set(comparisons.metric) >= {"dev_f1", "test_f1", "shifted_f1", "curve_area", "dev_loss"}
+
+
+def test_extra_eval_sets_are_tabulated_per_arm(finished_study):
+    tmp, _ = finished_study
+    folder = tmp / "reports" / "teststudy"
+    text = (folder / "README.md").read_text()
+    section = text.split("## Extra evaluation sets (zero-shot transfer)")[1].split("## ")[0]
+    assert "| arm | shifted F1 |" in section
+    assert "`depth=3`" in section and "`depth=2`" in section
+    arms = pd.read_csv(folder / "arms.csv").set_index("arm")
+    runs = runs_by_kind(tmp)
+    for arm in ("depth=3", "depth=2"):
+        values = _confirm_values(runs, arm, "shifted_f1")
+        assert arms.loc[arm, "shifted_f1_mean"] == pytest.approx(statistics.fmean(values.values()))
 
 
 def test_arm_runs_carry_summaries_that_trace_back_to_trial_runs(finished_study):

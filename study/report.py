@@ -191,7 +191,7 @@ def arm_metrics(report: Report) -> dict[str, dict[str, float]]:
     for c in report.comparisons:
         label = comparison_label(c, report.record.arms)
         figures = {"diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
-                   "p_holm": c.p_holm, "eps_min": c._eps_for_winner()}  # fmt: skip
+                   "p_holm": c.p_holm, "eps_min": c.eps_winner}  # fmt: skip
         for name, value in figures.items():
             out.setdefault(c.arm_a, {})[metric_key("cmp", label, c.metric, name)] = value
     return out

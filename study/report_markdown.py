@@ -126,7 +126,7 @@ def _comparison_section(report: Report) -> str:
     rows = [
         [f"`{c.arm_a}` vs `{c.arm_b}`", c.metric, str(c.n), _num(c.mean_a), _num(c.mean_b),
          _num(c.diff), f"[{_num(c.ci_low)}, {_num(c.ci_high)}]", _p(c.p_t), _p(c.p_wilcoxon),
-         _p(c.p_holm), _num(c.cohens_d, 2), f"{c._eps_for_winner():.2f}",
+         _p(c.p_holm), _num(c.cohens_d, 2), f"{c.eps_winner:.2f}",
          str(c.seeds_for_power or "–")]
         for c in comps
     ]  # fmt: skip
@@ -163,12 +163,12 @@ def summary(report: Report) -> str:
         lines.append(f"{len(significant)} of {len(comps)} comparisons {verb} significant after "
                      f"Holm correction (α = {stats.ALPHA}):")  # fmt: skip
         lines += [f"- {c.verdict()}" for c in significant]
-    dominated = [c for c in comps if c._eps_for_winner() < stats.ASO_TAU and not c.significant]
+    dominated = [c for c in comps if c.eps_winner < stats.ASO_TAU and not c.significant]
     if dominated:
         lines.append("")
         lines.append("Almost stochastic order points one way without a significant t-test in:")
         lines += [f"- {c.metric}: {'A' if c.a_better else 'B'} = "
-                  f"`{c.arm_a if c.a_better else c.arm_b}`, ε_min {c._eps_for_winner():.2f}"
+                  f"`{c.arm_a if c.a_better else c.arm_b}`, ε_min {c.eps_winner:.2f}"
                   for c in dominated]  # fmt: skip
     notes = [c for c in report.comparisons if c.note]
     if untested or notes:

@@ -73,7 +73,7 @@ class Comparison:
             return f"{self.arm_a} vs {self.arm_b} on {self.metric}: not tested ({self.note})"
         figures = (
             f"{self.diff:+.4g}, CI [{self.ci_low:.4g}, {self.ci_high:.4g}], "
-            f"Holm p = {self.p_holm:.3g}, eps_min {self._eps_for_winner():.2f}, n = {self.n}"
+            f"Holm p = {self.p_holm:.3g}, eps_min {self.eps_winner:.2f}, n = {self.n}"
         )
         if self.significant:
             winner, loser = (self.arm_a, self.arm_b) if self.a_better else (self.arm_b, self.arm_a)
@@ -88,7 +88,8 @@ class Comparison:
             f"{self.metric}: {figures}{need}"
         )
 
-    def _eps_for_winner(self) -> float:
+    @property
+    def eps_winner(self) -> float:
         """ASO in the direction the mean points to: how far the better-looking arm is from
         dominating the other (0 = dominates completely, 0.5 = no order)."""
         return self.eps_min if self.a_better else self.eps_min_reverse

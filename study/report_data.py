@@ -157,11 +157,21 @@ def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
         out[column] = frame.get(f"tags.{tag}", pd.Series(dtype=object))
     out["sample"] = pd.to_numeric(frame["tags.sample"]).astype(int)
     out["seed"] = pd.to_numeric(frame["tags.seed"]).astype(int)
-    for column in frame.columns:
-        if column.startswith("params."):
-            out[column.removeprefix("params.")] = frame[column].map(_parse)
-        elif column.startswith("metrics."):
-            out[column.removeprefix("metrics.")] = frame[column].astype(float)
+    # factors (params) over same-named metrics: the `lr` metric is the schedule's last value
+    parsed = {
+        c.removeprefix("metrics."): frame[c].astype(float)
+        for c in frame.columns
+        if c.startswith("metrics.")
+    }
+    parsed.update(
+        {
+            c.removeprefix("params."): frame[c].map(_parse)
+            for c in frame.columns
+            if c.startswith("params.")
+        }  # fmt: skip
+    )
+    parsed = {k: v for k, v in parsed.items() if k not in out}  # params repeat the tags
+    out = pd.concat([out, pd.DataFrame(parsed, index=frame.index)], axis=1)
     order = ["phase", "arm_index", "sample", "seed"] if "arm_index" in out else ["phase", "seed"]
     return out.sort_values(order, kind="stable").reset_index(drop=True)
 

@@ -89,6 +89,8 @@ def test_report_command_rebuilds_into_a_chosen_folder(finished_study, tmp_path):
     assert out.stdout.startswith(f"report: {tmp_path / 'r' / 'README.md'}")
     arms = pd.read_csv(tmp_path / "r" / "arms.csv")
     assert list(arms.arm) == ["depth=3", "depth=2"]  # plan order
+    trials = pd.read_csv(tmp_path / "r" / "trials.csv")
+    assert set(trials.lr) <= {1.0e-6, 3.0e-3}  # the searched factor, not the lr metric
 
 
 @pytest.mark.parametrize(

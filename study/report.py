@@ -55,6 +55,11 @@ class Report:
     folder: Path
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # study-specific extras
 
+    def summary_line(self) -> str:
+        significant = sum(c.significant for c in self.comparisons)
+        return (f"report: {self.folder / 'README.md'} ({len(self.comparisons)} comparisons, "
+                f"{significant} significant after Holm)")  # fmt: skip
+
 
 def report_folder(root: Path | str, study: str, profile: str | None) -> Path:
     """`reports/<study>/` for the default profile; other profiles get their own folder so a
@@ -249,9 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserInputError as err:
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
-    significant = sum(c.significant for c in report.comparisons)
-    print(f"report: {report.folder / 'README.md'} ({len(report.comparisons)} comparisons, "
-          f"{significant} significant after Holm)")  # fmt: skip
+    print(report.summary_line())
     return 0
 
 

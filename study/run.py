@@ -143,9 +143,7 @@ def _report(uri: str, study: str, study_run: str, reports: str) -> None:
             "python -m study.report %s --run-id %s", type(err).__name__, err, study, study_run,
         )  # fmt: skip
         return
-    significant = sum(c.significant for c in report.comparisons)
-    print(f"report: {report.folder / 'README.md'} ({len(report.comparisons)} comparisons, "
-          f"{significant} significant after Holm)")  # fmt: skip
+    print(report.summary_line())
 
 
 def _study_dir(

@@ -43,17 +43,10 @@ Batch = Mapping[str, torch.Tensor]
 # --- weights ------------------------------------------------------------------------------
 
 
-def _model_type(model: nn.Module) -> str:
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    if not model_type:
-        raise ModelError(f"{type(model).__name__} has no config.model_type; expected an HF encoder")
-    return model_type
-
-
 def _check_pair(encoder: nn.Module, reference: nn.Module) -> str:
     """A fine-tuned encoder may be truncated, never deeper or of another family than its
     reference: then layer i would be compared with an unrelated layer."""
-    model_type, reference_type = _model_type(encoder), _model_type(reference)
+    model_type, reference_type = surgery.encoder_family(encoder), surgery.encoder_family(reference)
     if model_type != reference_type:
         raise ModelError(f"cannot compare a {model_type} encoder with a {reference_type} one")
     depth, total = surgery.num_blocks(encoder), surgery.num_blocks(reference)

@@ -91,7 +91,7 @@ def _layout(model_type: str) -> _Layout:
         ) from None
 
 
-def _model_type(model: nn.Module) -> str:
+def encoder_family(model: nn.Module) -> str:
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
     if not model_type:
@@ -102,7 +102,7 @@ def _model_type(model: nn.Module) -> str:
 def encoder_blocks(model: nn.Module) -> nn.ModuleList:
     """The transformer blocks in order, so callers need not know each family's layout."""
     module: nn.Module = model
-    for name in _layout(_model_type(model)).blocks:
+    for name in _layout(encoder_family(model)).blocks:
         module = getattr(module, name)
     if not isinstance(module, nn.ModuleList):
         raise ModelError(f"{type(model).__name__}: expected a ModuleList of blocks, got {module}")
@@ -115,7 +115,7 @@ def num_blocks(model: nn.Module) -> int:
 
 
 def _num_heads(model: nn.Module) -> int:
-    return int(getattr(model.config, _layout(_model_type(model)).heads_field))
+    return int(getattr(model.config, _layout(encoder_family(model)).heads_field))
 
 
 def attention_projections(
@@ -155,9 +155,9 @@ def truncate(model: nn.Module, depth: int | str) -> None:
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= total:
         raise ModelError(
             f"depth {depth!r} is outside 1..{total} for this {total}-layer "
-            f"{_model_type(model)} encoder"
+            f"{encoder_family(model)} encoder"
         )
-    layout = _layout(_model_type(model))
+    layout = _layout(encoder_family(model))
     owner = model.get_submodule(".".join(layout.blocks[:-1]))
     setattr(owner, layout.blocks[-1], encoder_blocks(model)[:depth])
     if hasattr(owner, "n_layers"):  # DistilBERT's Transformer caches its own count
@@ -214,7 +214,7 @@ def reinit_from(model: nn.Module, k: int, generator: torch.Generator, std: float
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= total:
         raise ModelError(
             f"reinit_from {k!r} is outside 0..{total} for this {total}-layer "
-            f"{_model_type(model)} encoder"
+            f"{encoder_family(model)} encoder"
         )
     with torch.no_grad():
         for block in list(encoder_blocks(model))[k:]:
@@ -227,12 +227,12 @@ def _check_heads(model: nn.Module, heads: list[tuple[int, int]]) -> None:
         if not 0 <= layer < total:
             raise ModelError(
                 f"head ({layer}, {head}): layer {layer} is outside 0..{total - 1} for this "
-                f"{total}-layer {_model_type(model)} encoder"
+                f"{total}-layer {encoder_family(model)} encoder"
             )
         if not 0 <= head < n_heads:
             raise ModelError(
                 f"head ({layer}, {head}): head {head} is outside 0..{n_heads - 1} for this "
-                f"{n_heads}-head {_model_type(model)} encoder"
+                f"{n_heads}-head {encoder_family(model)} encoder"
             )
 
 
@@ -275,7 +275,7 @@ def reinit_heads(
     """
     heads = [(int(layer), int(head)) for layer, head in heads]
     _check_heads(model, heads)
-    model_type, n_heads, blocks = _model_type(model), _num_heads(model), encoder_blocks(model)
+    model_type, n_heads, blocks = encoder_family(model), _num_heads(model), encoder_blocks(model)
     with torch.no_grad():
         for layer, head in heads:
             projections = attention_projections(blocks[layer], model_type)

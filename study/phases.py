@@ -4,6 +4,7 @@ for each phase, pick the confirm samples, and summarise the confirm phase from M
 from __future__ import annotations
 
 import logging
+import socket
 import statistics
 import urllib.error
 import urllib.request
@@ -66,6 +67,23 @@ def connect_tracking(uri: str, experiment: str) -> StudyTracker:
         return StudyTracker(uri, experiment)
     except Exception as err:  # any store error is the user's URI or server, not our bug
         raise UserInputError(f"MLflow tracking URI {uri} cannot be used: {_one_line(err)}") from err
+
+
+def check_address(address: str | None, timeout_s: float = 5.0) -> None:
+    """Refuse an unreachable `--address` in seconds, before anything is written: `ray.init`
+    itself keeps retrying a dead head node for minutes before it gives up."""
+    if not address or address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserInputError(f"--address {address}: expected 'auto' or HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise UserInputError(
+            f"cannot start or reach --address {address}: nothing answers there ({err}); "
+            "is the head node up (ray start --head) and the port open?"
+        ) from err
 
 
 def start_ray(address: str | None, num_cpus: int | None, store: StudyStore) -> None:

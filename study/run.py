@@ -28,6 +28,7 @@ from study.report import write_report
 from study.spec import load_study
 from study.storage import StudyStore
 from study.tracking import StudyTracker, default_tracking_uri
+from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError
 
 log = logging.getLogger("study")
@@ -89,14 +90,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
     # Everything that can be refused is checked before anything is written anywhere.
+    splits, labels = load_checked_splits(spec.data)
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
     study_dir, state = _study_dir(store, spec.name, profile, args.resume)
     state["profile"] = profile
     store.check_writable()
+    phases.check_address(args.address)
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
     tracker = phases.connect_tracking(uri, spec.name)
     log.info("plan: %s", plan.summary())
+    log.info(
+        "data: %d train / %d dev / %d test sentences, %d labels",
+        len(splits.train), len(splits.dev), len(splits.test), len(labels),
+    )  # fmt: skip
     log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
 
     phases.start_ray(args.address, args.num_cpus, store)

@@ -30,9 +30,9 @@ from safetensors.torch import load_file, save_file
 from trainables import dynamics
 from trainables.config import TrialConfig
 from trainables.data.batching import collate, eval_batches, train_batches
-from trainables.data.corpus import LabelMap, nested_fraction_indices
+from trainables.data.corpus import nested_fraction_indices
 from trainables.data.encoding import EncodedSplit, decode, encode
-from trainables.data.sources import load_splits
+from trainables.data.sources import load_checked_splits
 from trainables.device import autocast, resolve_device
 from trainables.errors import TrainingDiverged, UserInputError
 from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
@@ -68,11 +68,8 @@ class Trial:
         self.device = resolve_device(cfg.device)
         autocast(self.device, cfg.precision)  # reject bf16-on-CPU before any data is read
 
-        splits = load_splits(cfg.data)
-        self.label_map = LabelMap.from_sentences(splits.train)
+        splits, self.label_map = load_checked_splits(cfg.data)
         eval_sets = {"dev": splits.dev, "test": splits.test, **splits.extra}
-        for name, sentences in eval_sets.items():
-            self.label_map.check(sentences, name)
         keep = nested_fraction_indices(len(splits.train), cfg.data_fraction, cfg.seed)
         train_sentences = [splits.train[i] for i in keep]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainables.data.corpus import embedded_wnut16, load_hf_dataset, read_conll
+from trainables.data.corpus import LabelMap, embedded_wnut16, load_hf_dataset, read_conll
 from trainables.data.types import TaggedSentence
-from trainables.errors import ConfigError
+from trainables.errors import ConfigError, DataError
 
 EMBEDDED = {"wnut16": embedded_wnut16}
 SPLITS = ("train", "dev", "test")
@@ -33,13 +33,16 @@ def load_source(source: Any, where: str) -> list[TaggedSentence]:
     if isinstance(source, dict) and "conll" in source:
         return read_conll(source["conll"], strip_lang_prefix=bool(source.get("strip_lang_prefix")))
     if isinstance(source, dict) and "hf" in source:
-        return load_hf_dataset(
-            source["hf"],
-            source.get("split", "train"),
-            tokens_column=source.get("tokens_column", "tokens"),
-            tags_column=source.get("tags_column", "ner_tags"),
-            config_name=source.get("config"),
-        )
+        try:
+            return load_hf_dataset(
+                source["hf"],
+                source.get("split", "train"),
+                tokens_column=source.get("tokens_column", "tokens"),
+                tags_column=source.get("tags_column", "ner_tags"),
+                config_name=source.get("config"),
+            )
+        except DataError as err:  # name the study field too: several splits may share a name
+            raise DataError(f"data.{where}.hf: {err}") from None
     raise ConfigError(
         f"data.{where}: {source!r} is not a data source; give a CoNLL file path, "
         "{conll: PATH}, or {hf: NAME_OR_PATH, split: SPLIT}"
@@ -65,3 +68,20 @@ def load_splits(data: dict[str, Any]) -> Splits:
         base = {s: load_source(data[s], s) for s in SPLITS}
     extra = {n: load_source(s, f"extra.{n}") for n, s in (data.get("extra") or {}).items()}
     return Splits(base["train"], base["dev"], base["test"], extra)
+
+
+def load_checked_splits(data: dict[str, Any]) -> tuple[Splits, LabelMap]:
+    """The splits and the label map built from training, refusing data a trial could not
+    score: an empty split, or an evaluation tag that training never shows. The study driver
+    calls this before it writes anything, so bad data is one line at the prompt instead of a
+    column of errored trials."""
+    splits = load_splits(data)
+    named = {"train": splits.train, "dev": splits.dev, "test": splits.test, **splits.extra}
+    for name, sentences in named.items():
+        if not sentences:
+            raise DataError(f"data.{name}: the split has no sentences")
+    label_map = LabelMap.from_sentences(splits.train)
+    for name, sentences in named.items():
+        if name != "train":
+            label_map.check(sentences, name)
+    return splits, label_map

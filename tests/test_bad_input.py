@@ -1,0 +1,181 @@
+"""Every kind of bad input the issue lists, through the real command line: one line on stderr
+that names the file, field or value at fault, a non-zero exit, and nothing written to MLflow,
+the Ray results folder or the reports folder.
+
+Each case is a real `python -m study.run` process (about ten seconds, mostly imports), because
+the exit status and what reaches the terminal are the behaviour under test.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+from transformers import AutoConfig
+
+from tests.study_helpers import REPO, study_command, write_study
+
+pytestmark = pytest.mark.study
+
+Case = Callable[[Path, dict], tuple[list[str], str | list[str]]]
+
+
+def _edit(study: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    node = study
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+
+
+def _write_file(tmp: Path, name: str, text: str) -> str:
+    path = tmp / name
+    path.write_text(text)
+    return str(path)
+
+
+def _study_with(tmp: Path, base: dict, **edits) -> Path:
+    study = yaml.safe_load(yaml.safe_dump(base))
+    for dotted, value in edits.items():
+        _edit(study, dotted.replace("__", "."), value)
+    path = tmp / "teststudy.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
+def _data_case(split: str, text: str, expected: Callable[[str], str]) -> Case:
+    def case(tmp: Path, base: dict):
+        path = _write_file(tmp, f"bad_{split}.txt", text)
+        return [str(_study_with(tmp, base, **{f"data__{split}": path}))], expected(path)
+
+    return case
+
+
+def _edit_case(expected: str, **edits) -> Case:
+    return lambda tmp, base: ([str(_study_with(tmp, base, **edits))], expected)
+
+
+def _not_an_encoder(tmp: Path, base: dict):
+    folder = tmp / "gpt2"
+    AutoConfig.for_model("gpt2", n_layer=2).save_pretrained(folder)
+    return [str(_study_with(tmp, base, model=str(folder)))], "model type 'gpt2'"
+
+
+def _offline_dataset(tmp: Path, base: dict):
+    source = {"hf": "no-such-user/no-such-ner-dataset", "split": "train"}
+    path = _study_with(tmp, base, data__train=source)
+    return [str(path)], ["data.train.hf: cannot load dataset 'no-such-user/no-such-ner-dataset'"]
+
+
+def _yaml_syntax(tmp: Path, base: dict):
+    lines = yaml.safe_dump(base, sort_keys=False).splitlines()
+    line = lines.index("max_failures: 0") + 1
+    lines[line - 1] = "max_failures: 0: 1"  # a second colon: a mapping value where none may be
+    path = _write_file(tmp, "teststudy.yaml", "\n".join(lines) + "\n")
+    return [path], f"teststudy.yaml:{line}:16: YAML syntax error: mapping values are not allowed"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _unreachable_address(tmp: Path, base: dict):
+    address = f"127.0.0.1:{_closed_port()}"
+    return [str(_study_with(tmp, base)), "--address", address], (
+        f"cannot start or reach --address {address}: nothing answers there"
+    )
+
+
+def _unwritable_storage(tmp: Path, base: dict):
+    blocker = Path(_write_file(tmp, "a_file", "not a folder\n"))
+    study = str(_study_with(tmp, base))
+    return [study, "--storage", str(blocker / "results")], f"--storage {blocker}/results is not"
+
+
+def _unknown_study(tmp: Path, base: dict):
+    return ["no_such_study"], ["unknown study 'no_such_study'", "ner_depth"]
+
+
+def _unknown_profile(tmp: Path, base: dict):
+    study = _study_with(tmp, base, profiles={"smoke": {"seeds": 1}})
+    return [
+        str(study),
+        "--profile",
+        "huge",
+    ], "profiles: no profile 'huge' in this file; profiles: smoke"
+
+
+CASES: dict[str, Case] = {
+    "malformed CoNLL line": _data_case(
+        "train", "john\tB-PER\nlives\n", lambda p: f"{p}:2: expected at least 2 columns"
+    ),
+    "empty split": _data_case("dev", "\n\n", lambda p: f"{p}: no sentences found"),
+    "tag unseen in training": _data_case(
+        "dev", "john\tB-PER\n\nacme\tB-WEAPON\n", lambda p: f"{p}:3: tag 'B-WEAPON' in the dev"
+    ),
+    "tag scheme not BIO": _data_case(
+        "test", "john\tB-PER\nsmith\tE-PER\n", lambda p: f"{p}:2: tag 'E-PER' is not in the BIO"
+    ),
+    "unknown study": _unknown_study,
+    "unknown profile": _unknown_profile,
+    "unknown factor": _edit_case(
+        "grid.dpeth: unknown factor 'dpeth' (did you mean 'depth'?)", grid__dpeth=[1, 2]
+    ),
+    "depth above layers": _edit_case(
+        "grid.depth[1]: 7 is not allowed: the model has 3 layers", grid__depth=["full", 7]
+    ),
+    "depth below one": _edit_case("grid.depth[0]: 0 is not allowed", grid__depth=[0, "full"]),
+    "reinit k out of range": _edit_case(
+        "fixed.reinit_from: 4 is not allowed: the model has 3 layers", fixed__reinit_from=4
+    ),
+    "distribution low >= high": _edit_case(
+        "search.lr.low: 0.5 is not allowed: low must be below high",
+        search__lr={"type": "uniform", "low": 0.5, "high": 0.1},
+    ),
+    "loguniform low <= 0": _edit_case(
+        "search.lr.low: 0.0 is not allowed: a loguniform low must be > 0",
+        search__lr={"type": "loguniform", "low": 0.0, "high": 0.1},
+    ),
+    "model path missing": lambda tmp, base: (
+        [str(_study_with(tmp, base, model=str(tmp / "no-such-model")))],
+        ["model: ", "no-such-model", "does not exist"],
+    ),
+    "model not an encoder": _not_an_encoder,
+    "dataset name offline": _offline_dataset,
+    "YAML syntax error": _yaml_syntax,
+    "unreachable --address": _unreachable_address,
+    "storage not writable": _unwritable_storage,
+}
+
+
+@pytest.fixture(scope="module")
+def base_study(tmp_path_factory, tiny_model, tiny_corpus) -> dict:
+    folder = tmp_path_factory.mktemp("base")
+    return yaml.safe_load(write_study(folder, str(tiny_model), tiny_corpus).read_text())
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_and_writes_nothing(name, tmp_path, base_study):
+    args, expected = CASES[name](tmp_path, base_study)
+    command = study_command(Path(args[0]), tmp_path, *args[1:])
+    # offline, as on an air-gapped node: a dataset name must fail at once, not retry a hub
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    for part in [expected] if isinstance(expected, str) else expected:
+        assert part in lines[0], (part, lines[0])
+    assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "mlartifacts").exists()
+    assert not (tmp_path / "reports").exists()
+    results = tmp_path / "ray_results"
+    assert not results.exists() or not any(results.iterdir())

@@ -335,9 +335,14 @@ class MlflowTrackingCallback(Callback):
         value = result.get(self.metric, float("nan"))
         line = {**study, "status": status, self.metric: value, "epoch": result.get("epoch")}
         self.finished.append(line)
+        # a trial that ended just before the driver died is restored from its final
+        # checkpoint and only re-reports its result: say so, it was not trained again
+        what = "trial already finished before the restart" if result.get("restored_final") else (
+            "trial finished"
+        )  # fmt: skip
         log.info(
-            "trial finished: [%s] arm %s sample %s seed %s: %s %.4f at epoch %s (%s)",
-            study["phase"], study["arm"], study["sample"], study["seed"], self.metric,
+            "%s: [%s] arm %s sample %s seed %s: %s %.4f at epoch %s (%s)",
+            what, study["phase"], study["arm"], study["sample"], study["seed"], self.metric,
             value, f"{result.get('epoch', float('nan')):.2f}", status,
         )  # fmt: skip
 

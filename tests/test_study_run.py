@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -120,34 +122,118 @@ def test_dry_run_prints_the_plan_without_running(tmp_path, tiny_model, tiny_corp
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray_results").exists()
 
 
-def test_resume_after_sigkill_finishes_without_duplicates(tmp_path, tiny_model, tiny_corpus):
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+FINISHED = re.compile(r"trial finished: \[(\w+)\] arm (\S+) sample (\S+) seed (\S+): .*\((\w+)\)")
+KEPT = re.compile(
+    r"already finished before the restart: \[(\w+)\] arm (\S+) sample (\S+) seed (\S+): .*\((\w+)\)"
+)
+
+
+def _start_driver(study: Path, tmp: Path, *extra: str) -> subprocess.Popen:
+    """The driver in its own process group, as a terminal runs it (Ctrl-C reaches the group)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    driver = subprocess.Popen(
-        study_command(study, tmp_path), cwd=REPO, env=env, start_new_session=True,
+    return subprocess.Popen(
+        study_command(study, tmp, *extra), cwd=REPO, env=env, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    finished = 0
-    deadline = time.time() + 300
-    for line in driver.stdout:  # kill once a few trials have finished, mid-explore
-        finished += "trial finished:" in line
-        if finished >= 3 or time.time() > deadline:
+
+
+def _read_until(driver: subprocess.Popen, done, seen: list[str], timeout: float = 300) -> bool:
+    """Read the driver's output into `seen` until `done(seen)` holds; False on exit or timeout."""
+    deadline = time.time() + timeout
+    for line in driver.stdout:
+        seen.append(line)
+        if done(seen):
+            return True
+        if time.time() > deadline:
             break
+    return False
+
+
+def _finished(
+    lines: list[str], phase: str | None = None, kept: bool = False
+) -> list[tuple[str, ...]]:
+    """(phase, arm, sample, seed) of each trial that finished, or with `kept`, of each trial a
+    restarted driver found already finished."""
+    pattern = KEPT if kept else FINISHED
+    keys = [m.groups() for m in map(pattern.search, lines) if m]
+    return [k[:4] for k in keys if phase is None or k[0] == phase]
+
+
+def _kill(driver: subprocess.Popen, seen: list[str]) -> None:
     os.killpg(driver.pid, signal.SIGKILL)
+    seen += driver.stdout.read().splitlines(keepends=True)  # what was already in the pipe
     driver.wait()
-    assert finished >= 3
     subprocess.run(["ray", "stop", "--force"], capture_output=True)  # leftovers of the kill
-    resumed = run_study(study, tmp_path, "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    runs = runs_by_kind(tmp_path)
+
+
+def _assert_every_trial_once(tmp: Path, n_trials: int) -> None:
+    runs = runs_by_kind(tmp)
     assert len(runs["study"]) == 1 and len(runs["arm"]) == 2
     keys = Counter(r.data.tags["trial_key"] for r in runs["trial"])
-    assert len(keys) == 12 and set(keys.values()) == {1}, keys  # every trial once
+    assert len(keys) == n_trials and set(keys.values()) == {1}, keys  # one MLflow run each
     assert {r.data.tags["status"] for r in runs["trial"]} <= {"completed", "pruned"}
-    for run in runs["trial"]:  # no evaluation logged twice after the restart
-        steps = metric_steps(tmp_path, run.info.run_id, "dev_f1")
+    for run in runs["trial"]:  # no evaluation logged twice after a restart
+        steps = metric_steps(tmp, run.info.run_id, "dev_f1")
         assert len(steps) == len(set(steps))
     assert runs["study"][0].data.tags["state"] == "finished"
+
+
+def test_resume_after_two_sigkills_finishes_without_reruns_or_duplicates(
+    tmp_path, tiny_model, tiny_corpus
+):
+    """12 trials; the driver and its Ray are killed mid-explore, then again mid-confirm."""
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+    first: list[str] = []
+    driver = _start_driver(study, tmp_path)
+    assert _read_until(driver, lambda seen: len(_finished(seen)) >= 3, first)
+    _kill(driver, first)
+    assert not _finished(first, "confirm")  # the first kill came during explore
+
+    second: list[str] = []
+    driver = _start_driver(study, tmp_path, "--resume")
+    assert _read_until(driver, lambda seen: len(_finished(seen, "confirm")) >= 1, second)
+    _kill(driver, second)
+    assert any("resuming" in line for line in second)
+
+    resumed = run_study(study, tmp_path, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    third = resumed.stderr.splitlines()
+    finished = _finished(first) + _finished(second) + _finished(third)
+    # every trial finished exactly once over the three drivers: none was trained again (a
+    # trial that ended just before a kill only re-reports its result from its final checkpoint)
+    assert len(finished) == 12 and len(set(finished)) == 12, Counter(finished)
+    restored = _finished(second + third, kept=True)
+    assert set(restored) <= set(_finished(first) + _finished(second)), restored
+    assert len(_finished(third, "confirm")) >= 1 and not _finished(third, "explore")
+    _assert_every_trial_once(tmp_path, 12)
+
+
+def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_corpus):
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+    seen: list[str] = []
+    driver = _start_driver(study, tmp_path)
+    assert _read_until(driver, lambda lines: len(_finished(lines)) >= 2, seen)
+    os.killpg(driver.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+    try:
+        seen += driver.stdout.read().splitlines(keepends=True)
+        code = driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    output = "".join(seen)
+    assert code == 130, output[-3000:]
+    assert f"python -m study.run {study.stem} --profile default --resume" in output
+    assert "Traceback" not in output
+    (state,) = (tmp_path / "ray_results" / "teststudy").glob("default-*/study.json")
+    assert json.loads(state.read_text())["study_run"]
+    (study_run,) = runs_by_kind(tmp_path)["study"]
+    assert study_run.data.tags["state"] == "interrupted"
+
+    resumed = run_study(study, tmp_path, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    finished = _finished(seen) + _finished(resumed.stderr.splitlines())
+    assert len(finished) == 12 and len(set(finished)) == 12, Counter(finished)
+    _assert_every_trial_once(tmp_path, 12)
 
 
 def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path, tiny_model, tiny_corpus):

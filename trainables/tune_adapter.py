@@ -33,7 +33,7 @@ def train_tagger(config: dict[str, Any]) -> None:
             trial.restore(directory)
     node = {"node_id": ray.get_runtime_context().get_node_id()}
     if trial.finished and trial.last_metrics:
-        tune.report({**trial.last_metrics, **node})
+        tune.report({**trial.last_metrics, **node, "restored_final": True})
         return
     for metrics in trial.run():
         with tempfile.TemporaryDirectory() as directory:

@@ -25,7 +25,8 @@ from study.scheduling import (
     confirm_configs,
 )
 from study.spec import StudySpec
-from study.storage import StudyStore, is_uri
+from study.storage import StudyStore, drop_checkpoints, is_uri
+from study.storage_guard import StorageGuard
 from study.tracking import MlflowTrackingCallback, StudyTracker
 from trainables.errors import UserInputError
 from trainables.tune_adapter import train_tagger
@@ -33,6 +34,7 @@ from trainables.tune_adapter import train_tagger
 log = logging.getLogger(__name__)
 
 ACTIVE = {"PENDING", "RUNNING", "PAUSED"}
+FINISHED = {"TERMINATED", "ERROR"}
 
 
 @dataclass
@@ -148,7 +150,7 @@ def _tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: int)
         run_config=tune.RunConfig(
             name=name,
             storage_path=context.store.join(context.study_dir),
-            callbacks=[callback],
+            callbacks=[StorageGuard(), callback],  # the guard first: see its docstring
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             verbose=1,
@@ -163,7 +165,23 @@ def _run_phase(context: PhaseContext, name: str, searcher, scheduler, n_trials: 
     trials = getattr(results, "_experiment_analysis", None)
     statuses = Counter(t.status for t in trials.trials) if trials else Counter()
     log.info("phase %s: trial states %s", name, dict(statuses))
+    if trials:
+        _drop_finished_checkpoints(name, trials.trials)
     return sum(statuses.values()) >= n_trials and not (set(statuses) & ACTIVE)
+
+
+def _drop_finished_checkpoints(phase: str, trials: list) -> None:
+    """After `fit` returns, Ray has saved every finished trial as finished, so their
+    checkpoints can never be needed again: a finished study keeps none."""
+    freed = 0
+    for trial in trials:
+        if trial.status in FINISHED:
+            try:
+                freed += drop_checkpoints(trial.storage.storage_filesystem, trial.path)
+            except OSError as err:  # worth a line, never worth stopping the study
+                log.warning("could not remove the checkpoints of %s: %s", trial.path, err)
+    if freed:
+        log.info("phase %s: removed finished trials' checkpoints (%.1f MB)", phase, freed / 1e6)
 
 
 def run_explore(context: PhaseContext) -> bool:

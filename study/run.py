@@ -27,6 +27,7 @@ from study.plan import CONFIRM, EXPLORE, make_plan
 from study.report import write_report
 from study.spec import load_study
 from study.storage import StudyStore
+from study.storage_guard import is_storage_full, no_space_reason
 from study.tracking import StudyTracker, default_tracking_uri
 from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError
@@ -121,7 +122,12 @@ def _run(args: argparse.Namespace) -> int:
         reuse_workers=args.address is None,
     )
     started = time.time()
-    finished = _run_phases(context, state)
+    try:
+        finished = _run_phases(context, state)
+    except Exception as err:
+        if not is_storage_full(err):
+            raise
+        return _storage_full(tracker, context, profile, err)
     if not finished:
         tracker.set_tags(study_run, {"state": "interrupted"})
         tracker.end_study(study_run, arm_runs, "KILLED")
@@ -137,6 +143,23 @@ def _run(args: argparse.Namespace) -> int:
     _report(uri, spec.name, study_run, args.reports)
     tracker.end_study(study_run, arm_runs, "FINISHED")
     return 0
+
+
+def _storage_full(tracker, context: phases.PhaseContext, profile: str, err: Exception) -> int:
+    """Ray saved the experiments as they were before the failed write; nothing to undo."""
+    try:  # the tracking store may live on the same full disk
+        tracker.set_tags(context.study_run, {"state": "storage_full"})
+        tracker.end_study(context.study_run, context.arm_runs, "KILLED")
+    except Exception as mlflow_err:  # noqa: BLE001 - the line below matters more
+        log.warning("could not mark the study run in MLflow: %s", mlflow_err)
+    reason = no_space_reason(err)
+    print(
+        f"error: the study's storage {context.store.root} is full ({reason}); free space "
+        f"there, then resume with: python -m study.run {context.spec.name} --profile "
+        f"{profile} --resume",
+        file=sys.stderr,
+    )
+    return 3
 
 
 def _report(uri: str, study: str, study_run: str, reports: str) -> None:

@@ -86,3 +86,18 @@ class StudyStore:
         else:
             with self.fs.open_output_stream(self._path(study_dir, STATE_FILE)) as out:
                 out.write(text)
+
+
+def drop_checkpoints(fs: pafs.FileSystem, trial_dir: str) -> int:
+    """Delete a finished trial's checkpoint folders; the bytes freed. Checkpoints exist only
+    to resume a trial, and its results live in MLflow and in the trial's result files."""
+    selector = pafs.FileSelector(trial_dir, allow_not_found=True)
+    freed = 0
+    for info in fs.get_file_info(selector):
+        if info.type == pafs.FileType.Directory and info.base_name.startswith("checkpoint_"):
+            inside = pafs.FileSelector(info.path, recursive=True)
+            freed += sum(
+                f.size or 0 for f in fs.get_file_info(inside) if f.type == pafs.FileType.File
+            )
+            fs.delete_dir(info.path)
+    return freed

@@ -7,7 +7,9 @@ vocabulary.
 
 from __future__ import annotations
 
+import json
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -17,25 +19,38 @@ from trainables.config import TrialConfig
 from trainables.train import Trial
 
 TRIAL_KEY = "trial"
+FINAL_FILE = "final_result.json"
 
 
 def train_tagger(config: dict[str, Any]) -> None:
     """Ray Tune function trainable: train, report at every evaluation with a checkpoint.
 
-    A trial restored from its final checkpoint (the driver died after the trial ended but
-    before Ray saved that fact) has nothing left to train; it re-reports its final metrics
-    so Tune and the tracker see it as completed rather than stopped early.
+    The checkpoint of the final report holds only the final metrics (a few kB, not the
+    weights and optimizer state): a finished trial needs nothing else, and with
+    `num_to_keep=1` Ray then drops the trial's last full checkpoint, so a study's storage
+    holds full checkpoints only for trials still running or paused. A trial restored from
+    that final checkpoint (the driver died after the trial ended but before Ray saved that
+    fact) re-reports its result without training, and says so with `restored_final`.
     """
-    trial = Trial(TrialConfig.from_dict(config[TRIAL_KEY]))
+    node = {"node_id": ray.get_runtime_context().get_node_id()}
+    trial = None
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
+            final = Path(directory) / FINAL_FILE
+            if final.is_file():
+                tune.report({**json.loads(final.read_text()), **node, "restored_final": True})
+                return
+            trial = Trial(TrialConfig.from_dict(config[TRIAL_KEY]))
             trial.restore(directory)
-    node = {"node_id": ray.get_runtime_context().get_node_id()}
-    if trial.finished and trial.last_metrics:
-        tune.report({**trial.last_metrics, **node, "restored_final": True})
-        return
+        if trial.finished and trial.last_metrics:  # a full final checkpoint of older versions
+            tune.report({**trial.last_metrics, **node, "restored_final": True})
+            return
+    trial = trial or Trial(TrialConfig.from_dict(config[TRIAL_KEY]))
     for metrics in trial.run():
         with tempfile.TemporaryDirectory() as directory:
-            trial.save(directory)
+            if metrics.get("final"):
+                (Path(directory) / FINAL_FILE).write_text(json.dumps(metrics))
+            else:
+                trial.save(directory)
             tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(directory))

@@ -1,0 +1,78 @@
+"""Stop a study cleanly when its storage fills, instead of letting every trial fail.
+
+A full disk is not a property of a trial: once one checkpoint cannot be written, every trial
+after it would fail the same way and be recorded as errored, and the study would "finish"
+with nothing to compare. So the first trial failure that says the device is full stops the
+whole Tune run before that failure is recorded anywhere; the driver then says so in one line
+and `--resume` carries on once space is freed.
+"""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from ray.tune import Callback
+
+NO_SPACE = ("No space left on device", f"[Errno {errno.ENOSPC}]", "Disk quota exceeded")
+
+
+class StorageFull(RuntimeError):
+    """The study's storage (or the disk under it) has no space left."""
+
+
+def says_no_space(text: str) -> bool:
+    return any(marker in text for marker in NO_SPACE)
+
+
+def _chain(err: BaseException | None) -> list[BaseException]:
+    out: list[BaseException] = []
+    while err is not None and all(err is not e for e in out):
+        out.append(err)
+        err = err.__cause__ or err.__context__
+    return out
+
+
+def is_storage_full(err: BaseException | None) -> bool:
+    """True when `err`, or anything that caused it, is a full-device error."""
+    return any(
+        isinstance(e, StorageFull)
+        or (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
+        or says_no_space(str(e))
+        for e in _chain(err)
+    )
+
+
+def no_space_reason(err: BaseException) -> str:
+    """The one line that says the device is full, out of whatever traceback text carries it."""
+    for e in _chain(err):
+        line = _no_space_line(str(e))
+        if line:
+            return line
+    return " ".join(str(err).split())[:300]
+
+
+def _no_space_line(text: str) -> str | None:
+    return next((ln.strip()[:300] for ln in text.splitlines() if says_no_space(ln)), None)
+
+
+def _trial_error_text(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    text = Path(path).read_text(errors="replace") if path and Path(path).is_file() else ""
+    return text or str(getattr(trial, "error_msg", "") or "")
+
+
+class StorageGuard(Callback):
+    """Listed before the tracking callback, so a trial that failed only because the disk is
+    full is never written to MLflow as errored: it stays running and resumes."""
+
+    def _check(self, trial) -> None:
+        line = _no_space_line(_trial_error_text(trial))
+        if line:
+            raise StorageFull(line)
+
+    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
+        self._check(trial)
+
+    def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        self._check(trial)

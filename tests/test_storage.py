@@ -1,0 +1,98 @@
+"""Checkpoint storage: bounded while a study runs, empty of checkpoints once it is done, and a
+disk that fills mid-study stops it with one line and a state that `--resume` finishes.
+
+The full disk is real: a 64 MB tmpfs mounted in a private mount namespace (`unshare`), that
+the test fills with `dd` once the first trial has finished."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from collections import Counter
+
+import pytest
+
+from study.storage_guard import StorageFull, is_storage_full, no_space_reason, says_no_space
+from tests.study_helpers import REPO, runs_by_kind, study_command, write_study
+
+SCENARIO = r"""
+set -u
+mount -t tmpfs -o size=64m tmpfs "$MNT" || exit 90
+"$@" > "$LOG1" 2>&1 &
+pid=$!
+i=0
+until grep -q "trial finished:" "$LOG1" || [ $i -gt 1200 ]; do sleep 0.25; i=$((i+1)); done
+dd if=/dev/zero of="$MNT/filler" bs=1M 2>/dev/null
+df -k "$MNT" > "$DF"
+wait $pid; echo $? > "$RC1"
+rm -f "$MNT/filler"
+"$@" --resume > "$LOG2" 2>&1; echo $? > "$RC2"
+find "$MNT" -name "checkpoint_*" > "$LEFT"
+"""
+
+
+def test_full_device_errors_are_recognised_through_their_causes():
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as inner:
+            raise RuntimeError("experiment state could not be written") from inner
+    except RuntimeError as outer:
+        assert is_storage_full(outer)
+        assert no_space_reason(outer) == "[Errno 28] No space left on device"
+    assert is_storage_full(StorageFull("x"))
+    assert says_no_space("pyarrow: IOError: [Errno 28] Error writing bytes to file")
+    assert not is_storage_full(RuntimeError("loss is NaN")) and not is_storage_full(None)
+
+
+@pytest.mark.study
+def test_finished_study_keeps_no_checkpoints(finished_study):
+    tmp, done = finished_study
+    assert not list((tmp / "ray_results").rglob("checkpoint_*"))
+    assert "removed finished trials' checkpoints" in done.stderr
+
+
+def _can_unshare() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"], capture_output=True
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.study
+@pytest.mark.skipif(not _can_unshare(), reason="needs `unshare -rm` to mount a small tmpfs")
+def test_full_disk_stops_with_one_line_and_resumes(tmp_path, tiny_model, tiny_corpus):
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+    mnt = tmp_path / "small_disk"
+    mnt.mkdir()
+    files = {name: tmp_path / name for name in ("LOG1", "LOG2", "RC1", "RC2", "DF", "LEFT")}
+    command = study_command(study, tmp_path, "--storage", str(mnt / "ray_results"))
+    env = {"MNT": str(mnt), **{k: str(v) for k, v in files.items()}, "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", SCENARIO, "scenario", *command],
+        cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, second = files["LOG1"].read_text(), files["LOG2"].read_text()
+    assert files["DF"].read_text().split()[-3] == "0", files["DF"].read_text()  # really full
+
+    assert files["RC1"].read_text().strip() == "3", first[-3000:]
+    last = first.strip().splitlines()[-1]
+    assert last.startswith(f"error: the study's storage {mnt / 'ray_results'} is full ("), last
+    assert "[Errno 28]" in last and "No space left on device" in last, last
+    assert last.endswith(
+        "then resume with: python -m study.run teststudy --profile default --resume"
+    )
+
+    assert files["RC2"].read_text().strip() == "0", second[-3000:]
+    runs = runs_by_kind(tmp_path)
+    assert len(runs["study"]) == 1 and runs["study"][0].data.tags["state"] == "finished"
+    keys = Counter(r.data.tags["trial_key"] for r in runs["trial"])
+    assert len(keys) == 12 and set(keys.values()) == {1}, keys
+    statuses = {r.data.tags["status"] for r in runs["trial"]}
+    assert statuses <= {"completed", "pruned"}, statuses  # no trial blamed for the disk
+    assert files["LEFT"].read_text() == ""  # and the finished study keeps no checkpoints

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import yaml
 from safetensors.torch import load_file, save_file
+from threadpoolctl import threadpool_limits
 
 from trainables import dynamics
 from trainables.config import TrialConfig
@@ -65,6 +66,9 @@ class Trial:
         cfg = self.cfg = config
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
+            # numpy's BLAS (the SVDs of layer dynamics) would otherwise take every core and
+            # crawl when trials share them: measured 15 s instead of 4 s per trial
+            threadpool_limits(cfg.threads)
         self.device = resolve_device(cfg.device)
         autocast(self.device, cfg.precision)  # reject bf16-on-CPU before any data is read
 
@@ -168,7 +172,7 @@ class Trial:
                     "train_loss": loss_sum / loss_count,
                     "lr": self.scheduler.get_last_lr()[0],
                     "train_tokens_per_s": tokens / busy if busy else 0.0,
-                    **self._evaluate_dev(),
+                    **self._evaluate_dev(per_type=done),
                 }
                 # the n-th evaluation: seeds of one sample can differ in steps per epoch
                 # (different subsets, windows), but their n-th evaluations correspond
@@ -250,8 +254,8 @@ class Trial:
         out.update({f"{name}_f1_strict": strict.f1, f"{name}_loss": loss})
         return out
 
-    def _evaluate_dev(self) -> dict[str, float]:
-        out = self.score("dev")
+    def _evaluate_dev(self, per_type: bool = False) -> dict[str, float]:
+        out = self.score("dev", per_type=per_type)
         self.eval_steps.append(self.step)
         self.eval_f1.append(out["dev_f1"])
         if self.cfg.eval_extra_each_time:
@@ -264,7 +268,8 @@ class Trial:
         reached = steps_to_fraction_of_final(self.eval_steps, self.eval_f1)
         out["steps_to_95"] = float(reached) if reached is not None else float("nan")
         for name, split in self.eval_splits.items():
-            out.update(self.score(name, per_type=True))
+            if name != "dev":  # the last evaluation just scored dev, per type included
+                out.update(self.score(name, per_type=True))
             out[f"{name}_windowed_sentences"] = float(split.windowed_sentences)
         return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.study_helpers import (
@@ -163,7 +165,16 @@ def _kill(driver: subprocess.Popen, seen: list[str]) -> None:
     os.killpg(driver.pid, signal.SIGKILL)
     seen += driver.stdout.read().splitlines(keepends=True)  # what was already in the pipe
     driver.wait()
-    subprocess.run(["ray", "stop", "--force"], capture_output=True)  # leftovers of the kill
+    _kill_session(driver.pid)
+
+
+def _kill_session(session: int) -> None:
+    """Whatever the killed driver started that outlived it, and nothing else: `ray stop` would
+    also stop every other Ray on this machine."""
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getsid(proc.pid) == session:
+                proc.kill()
 
 
 def _assert_every_trial_once(tmp: Path, n_trials: int) -> None:

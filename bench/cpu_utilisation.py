@@ -184,7 +184,7 @@ def timed_loop(trial, phases: Phases) -> float:
 
     from trainables import train
 
-    def first_evaluation():
+    def first_evaluation(**_options):
         raise _FirstEvaluation
 
     model, optimizer = trial.model, trial.optimizer

@@ -170,7 +170,9 @@ def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
             if c.startswith("params.")
         }  # fmt: skip
     )
-    parsed = {k: v for k, v in parsed.items() if k not in out}  # params repeat the tags
+    # params repeat the tags; sorted, because MLflow returns columns in no fixed order and a
+    # report made twice from one store must be the same bytes
+    parsed = {k: parsed[k] for k in sorted(parsed) if k not in out}
     out = pd.concat([out, pd.DataFrame(parsed, index=frame.index)], axis=1)
     order = ["phase", "arm_index", "sample", "seed"] if "arm_index" in out else ["phase", "seed"]
     return out.sort_values(order, kind="stable").reset_index(drop=True)

@@ -68,7 +68,7 @@ class Trial:
             torch.set_num_threads(cfg.threads)
             # numpy's BLAS (the SVDs of layer dynamics) would otherwise take every core and
             # crawl when trials share them: measured 15 s instead of 4 s per trial
-            threadpool_limits(cfg.threads)
+            threadpool_limits(cfg.threads, user_api="blas")  # torch sets its own OpenMP pool
         self.device = resolve_device(cfg.device)
         autocast(self.device, cfg.precision)  # reject bf16-on-CPU before any data is read
 

@@ -10,9 +10,10 @@ and `--resume` carries on once space is freed.
 from __future__ import annotations
 
 import errno
-from pathlib import Path
 
 from ray.tune import Callback
+
+from study.tracking import trial_error_text
 
 NO_SPACE = ("No space left on device", f"[Errno {errno.ENOSPC}]", "Disk quota exceeded")
 
@@ -56,18 +57,12 @@ def _no_space_line(text: str) -> str | None:
     return next((ln.strip()[:300] for ln in text.splitlines() if says_no_space(ln)), None)
 
 
-def _trial_error_text(trial) -> str:
-    path = getattr(trial, "error_file", None)
-    text = Path(path).read_text(errors="replace") if path and Path(path).is_file() else ""
-    return text or str(getattr(trial, "error_msg", "") or "")
-
-
 class StorageGuard(Callback):
     """Listed before the tracking callback, so a trial that failed only because the disk is
     full is never written to MLflow as errored: it stays running and resumes."""
 
     def _check(self, trial) -> None:
-        line = _no_space_line(_trial_error_text(trial))
+        line = _no_space_line(trial_error_text(trial))
         if line:
             raise StorageFull(line)
 

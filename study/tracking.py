@@ -363,12 +363,14 @@ def _first_line(err: BaseException) -> str:
     return lines[0][:300] if lines else type(err).__name__
 
 
+def trial_error_text(trial) -> str:
+    """The whole error Ray recorded for a failed trial (its error file, else its message)."""
+    path = getattr(trial, "error_file", None)
+    text = Path(path).read_text(errors="replace") if path and Path(path).is_file() else ""
+    return text or str(getattr(trial, "error_msg", "") or "")
+
+
 def _error_text(trial) -> str:
     """The last line of the trial's error, which names the failure, for the MLflow tag."""
-    path = getattr(trial, "error_file", None)
-    text = ""
-    if path and Path(path).is_file():
-        text = Path(path).read_text(errors="replace")
-    text = text or str(getattr(trial, "error_msg", "") or "")
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in trial_error_text(trial).splitlines() if line.strip()]
     return lines[-1] if lines else "unknown error"

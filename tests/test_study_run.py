@@ -124,9 +124,9 @@ def test_dry_run_prints_the_plan_without_running(tmp_path, tiny_model, tiny_corp
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray_results").exists()
 
 
-FINISHED = re.compile(r"trial finished: \[(\w+)\] arm (\S+) sample (\S+) seed (\S+): .*\((\w+)\)")
-KEPT = re.compile(
-    r"already finished before the restart: \[(\w+)\] arm (\S+) sample (\S+) seed (\S+): .*\((\w+)\)"
+FINISHED = re.compile(
+    r"(trial finished|trial already finished before the restart): "
+    r"\[(\w+)\] arm (\S+) sample (\S+) seed (\S+): "
 )
 
 
@@ -156,9 +156,9 @@ def _finished(
 ) -> list[tuple[str, ...]]:
     """(phase, arm, sample, seed) of each trial that finished, or with `kept`, of each trial a
     restarted driver found already finished."""
-    pattern = KEPT if kept else FINISHED
-    keys = [m.groups() for m in map(pattern.search, lines) if m]
-    return [k[:4] for k in keys if phase is None or k[0] == phase]
+    wanted = "trial already finished before the restart" if kept else "trial finished"
+    keys = [m.groups() for m in map(FINISHED.search, lines) if m and m[1] == wanted]
+    return [k[1:] for k in keys if phase is None or k[1] == phase]
 
 
 def _kill(driver: subprocess.Popen, seen: list[str]) -> None:

@@ -72,6 +72,7 @@ def study_wall(path: Path, folder: Path, concurrency: int) -> float:
     command = [
         sys.executable, "-m", "study.run", str(path), "--storage", str(folder / "ray"),
         "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--num-cpus", str(concurrency),
+        "--reports", str(folder / "reports"),
     ]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)

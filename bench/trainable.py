@@ -15,14 +15,27 @@ by its token-classification collator; logits gathered, as `evaluate` with metric
 One untimed pass first, then --eval-passes timed ones. Length grouping changes only the
 Trainer's training order, so `trainer_grouped` is not evaluated again.
 
-    python bench/trainable.py [--steps 80] [--batch-size 16] [--threads 2] [--eval-passes 3]
+By default each variant trains exactly one epoch, so all three see the same windows and the
+same real tokens. With fewer steps each variant sees a different subset (its own batch order:
+the Trainer's length grouping walks megabatches longest first, ours shuffles batches), and
+tokens/s then also measures which lengths were drawn, not only the loop.
+
+One run of a variant differs from the next by about 10% on a shared 2-core VM, so the variants
+run in --repeats rounds, one after another, and the ratios are of the medians. `ours` includes
+its process set-up (`trainables/memory.py` keeps freed heap memory for reuse); the Trainer's
+process is left as a Trainer user's would be.
+
+    python bench/trainable.py [--steps 0 (one epoch)] [--batch-size 16] [--threads 2]
+                              [--eval-passes 3] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -44,18 +57,15 @@ def run_ours(args) -> dict:
     from trainables.config import TrialConfig
     from trainables.train import Trial
 
-    trial = Trial(
-        TrialConfig.from_dict(
-            _common(args) | {"max_steps": args.steps, "epochs": 50, "eval_every": 10**9}
-        )
-    )
+    trial = Trial(TrialConfig.from_dict(_common(args) | {"epochs": 50, "eval_every": 10**9}))
+    steps = args.steps or trial.batches_per_epoch
     tokens, busy = 0, 0.0
-    for batch_ids in _steps(trial, args.steps):
+    for batch_ids in _steps(trial, steps):
         started = time.perf_counter()
         _, n = trial._train_step(batch_ids)
         busy += time.perf_counter() - started
         tokens += n
-    result = {"tokens": tokens, "seconds": busy, "peak_rss_mb": _peak_rss_mb()}
+    result = {"tokens": tokens, "seconds": busy, "steps": steps, "peak_rss_mb": _peak_rss_mb()}
     return result | eval_ours(trial, args.eval_passes)
 
 
@@ -102,18 +112,16 @@ def run_trainer(args, grouped: bool) -> dict:
         TrainingArguments,
     )
 
-    from trainables.config import TrialConfig
     from trainables.tagger import resolve_model
-    from trainables.train import Trial
 
     torch.set_num_threads(args.threads)
-    # reuse the exact encoded training windows of our loop
-    trial = Trial(TrialConfig.from_dict(_common(args) | {"max_steps": 1}))
-    dataset = _dataset(trial.train_split.windows)
+    train_windows, dev_windows, label_map, tokenizer = _encoded_windows(args)
+    dataset = _dataset(train_windows)
+    steps = args.steps or math.ceil(len(dataset) / args.batch_size)
     model = AutoModelForTokenClassification.from_pretrained(
-        resolve_model("minilm"), num_labels=len(trial.label_map)
+        resolve_model("minilm"), num_labels=len(label_map)
     )
-    collator = DataCollatorForTokenClassification(trial.tokenizer)
+    collator = DataCollatorForTokenClassification(tokenizer)
     counted = {"tokens": 0}
 
     def counting_collator(features):
@@ -125,7 +133,7 @@ def run_trainer(args, grouped: bool) -> dict:
         output_dir=str(Path(args.scratch) / ("grouped" if grouped else "default")),
         per_device_train_batch_size=args.batch_size,
         per_device_eval_batch_size=args.batch_size,
-        max_steps=args.steps,
+        max_steps=steps,
         learning_rate=5e-5,
         **_length_grouping(grouped),
         report_to=[],
@@ -142,10 +150,11 @@ def run_trainer(args, grouped: bool) -> dict:
     started = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
-    result = {"tokens": counted["tokens"], "seconds": seconds, "peak_rss_mb": _peak_rss_mb()}
+    result = {"tokens": counted["tokens"], "seconds": seconds, "steps": steps}
+    result["peak_rss_mb"] = _peak_rss_mb()
     if grouped:
         return result
-    dev = _dataset(trial.eval_splits["dev"].windows)
+    dev = _dataset(dev_windows)
     trainer.predict(dev)
     counted["tokens"] = 0
     started = time.perf_counter()
@@ -153,6 +162,23 @@ def run_trainer(args, grouped: bool) -> dict:
         trainer.predict(dev)
     eval_seconds = time.perf_counter() - started
     return result | {"eval_tokens": counted["tokens"], "eval_seconds": eval_seconds}
+
+
+def _encoded_windows(args):
+    """Our loop's exact encoded train and dev windows, built without a `Trial`: a Trial also
+    sets up its process (its allocator, see trainables/memory.py), and the Trainer's process
+    must stay as a Trainer user's would be."""
+    from trainables.config import TrialConfig
+    from trainables.data.encoding import encode
+    from trainables.data.sources import load_checked_splits
+    from trainables.tagger import load_encoder
+
+    cfg = TrialConfig.from_dict(_common(args))
+    splits, label_map = load_checked_splits(cfg.data)
+    tokenizer = load_encoder(cfg.model)[1]
+    options = {"max_length": cfg.max_length, "label_all_subwords": cfg.label_all_subwords}
+    train, dev = (encode(s, tokenizer, label_map, **options) for s in (splits.train, splits.dev))
+    return train.windows, dev.windows, label_map, tokenizer
 
 
 def _dataset(windows):
@@ -174,32 +200,53 @@ def child(args) -> None:
     print("RESULT " + json.dumps(result))
 
 
+def run_variant(args, variant: str) -> dict:
+    cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
+           "--batch-size", str(args.batch_size), "--threads", str(args.threads),
+           "--eval-passes", str(args.eval_passes), "--scratch", args.scratch]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    if out.returncode or not line:
+        sys.exit(f"bench: variant {variant} failed:\n{out.stderr[-2000:]}")
+    r = json.loads(line[-1][len("RESULT ") :])
+    r["tps"] = r["tokens"] / r["seconds"]
+    if "eval_tokens" in r:
+        r["eval_tps"] = r["eval_tokens"] / r["eval_seconds"]
+    return r
+
+
 def parent(args) -> None:
-    results = {}
-    for variant in VARIANTS:
-        cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
-               "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-               "--eval-passes", str(args.eval_passes), "--scratch", args.scratch]  # fmt: skip
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
-        if out.returncode or not line:
-            sys.exit(f"bench: variant {variant} failed:\n{out.stderr[-2000:]}")
-        results[variant] = json.loads(line[-1][len("RESULT ") :])
-    print(f"train throughput, MiniLM on WNUT-16, batch {args.batch_size}, {args.steps} steps, "
-          f"{args.threads} threads (real tokens, padding excluded)")  # fmt: skip
-    print(f"{'variant':<18}{'tokens/s':>10}{'peak RSS MB':>13}{'eval tokens/s':>15}")
-    for variant, r in results.items():
-        r["tps"] = r["tokens"] / r["seconds"]
-        evaluated = f"{r['eval_tokens'] / r['eval_seconds']:.0f}" if "eval_tokens" in r else "-"
-        print(f"{variant:<18}{r['tps']:>10.0f}{r['peak_rss_mb']:>13.0f}{evaluated:>15}")
-    ours = results["ours"]["tps"]
-    print(f"ratio ours / Trainer default          : {ours / results['trainer']['tps']:.2f}"
+    """Rounds of all variants in turn; medians over rounds. One run of a variant on a shared
+    2-core VM varies by about 10% from the next, more than the differences being measured."""
+    rounds: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+    for number in range(1, args.repeats + 1):
+        for variant in VARIANTS:
+            rounds[variant].append(run_variant(args, variant))
+        line = "  ".join(f"{v} {rounds[v][-1]['tps']:.0f}" for v in VARIANTS)
+        print(f"round {number}/{args.repeats}: train tokens/s  {line}", flush=True)
+    first = {v: r[0] for v, r in rounds.items()}
+    steps = "/".join(sorted({str(r["steps"]) for r in first.values()}))
+    print(f"train throughput, MiniLM on WNUT-16, batch {args.batch_size}, {steps} steps, "
+          f"{args.threads} threads (real tokens, padding excluded); "
+          f"median of {args.repeats} rounds")  # fmt: skip
+    print(f"{'variant':<18}{'tokens':>8}{'tokens/s':>10}{'min-max':>12}{'peak RSS MB':>13}"
+          f"{'eval tokens/s':>15}")  # fmt: skip
+    median = {v: statistics.median(r["tps"] for r in rounds[v]) for v in VARIANTS}
+    for variant, runs in rounds.items():
+        spread = f"{min(r['tps'] for r in runs):.0f}-{max(r['tps'] for r in runs):.0f}"
+        rss = max(r["peak_rss_mb"] for r in runs)
+        evaluated = (f"{statistics.median(r['eval_tps'] for r in runs):.0f}"
+                     if variant in EVALUATED else "-")  # fmt: skip
+        print(f"{variant:<18}{first[variant]['tokens']:>8}{median[variant]:>10.0f}{spread:>12}"
+              f"{rss:>13.0f}{evaluated:>15}")  # fmt: skip
+    ours = median["ours"]
+    print(f"ratio ours / Trainer default          : {ours / median['trainer']:.2f}"
           "  (target >= 1.5)")  # fmt: skip
-    print(f"ratio ours / Trainer group_by_length  : {ours / results['trainer_grouped']['tps']:.2f}"
+    print(f"ratio ours / Trainer group_by_length  : {ours / median['trainer_grouped']:.2f}"
           "  (target >= 1.0)")  # fmt: skip
-    ours_eval, trainer_eval = (results[v]["eval_tokens"] / results[v]["eval_seconds"]
+    ours_eval, trainer_eval = (statistics.median(r["eval_tps"] for r in rounds[v])
                                for v in EVALUATED)  # fmt: skip
-    dev_tokens = results["ours"]["eval_tokens"] // args.eval_passes
+    dev_tokens = first["ours"]["eval_tokens"] // args.eval_passes
     print(f"ratio ours / Trainer predict (eval)   : {ours_eval / trainer_eval:.2f}"
           f"  (dev, {dev_tokens} real tokens x {args.eval_passes} passes)")  # fmt: skip
 
@@ -207,10 +254,11 @@ def parent(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variant", choices=VARIANTS)
-    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--steps", type=int, default=0, help="0: one full epoch")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--eval-passes", type=int, default=3, help="timed dev evaluations")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of all variants")
     parser.add_argument("--scratch", default="/tmp/ner-depth-bench")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

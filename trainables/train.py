@@ -36,6 +36,7 @@ from trainables.data.encoding import EncodedSplit, decode, encode
 from trainables.data.sources import load_checked_splits
 from trainables.device import autocast, resolve_device
 from trainables.errors import TrainingDiverged, UserInputError
+from trainables.memory import keep_freed_memory
 from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
 from trainables.tagger import build_tagger, load_encoder, param_groups
 
@@ -64,6 +65,7 @@ def lr_multiplier(schedule: str, warmup: int, total: int):
 class Trial:
     def __init__(self, config: TrialConfig):
         cfg = self.cfg = config
+        keep_freed_memory()  # the embedding gradient is made and freed every step
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
             # numpy's BLAS (the SVDs of layer dynamics) would otherwise take every core and

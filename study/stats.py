@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from deepsig import aso
 from scipy import stats
+
+from study.aso_speedup import aso
 
 ALPHA = 0.05  # significance level for the Holm-corrected paired t-test
 ASO_TAU = 0.2  # A almost stochastically dominates B when eps_min < tau (Ulmer et al. 2022)

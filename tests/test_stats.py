@@ -151,3 +151,28 @@ def test_compare_arms_corrects_over_every_comparison():
     first = out[0]
     assert first.p_holm == pytest.approx(min(1.0, 2 * min(first.p_t, 1.0)))
     assert out[1].p_t == 1.0 and not out[1].significant
+
+
+@pytest.mark.parametrize("n_a,n_b", [(3, 3), (5, 5), (10, 7)])
+def test_array_quantile_aso_is_deepsigs_to_the_last_bit(n_a, n_b):
+    """The report's ASO replaces deepsig's per-point quantile function for speed; every
+    eps_min must stay exactly what deepsig alone gives, ties and unequal sizes included."""
+    import warnings
+
+    from deepsig import aso as deepsig_aso
+
+    from study.aso_speedup import aso as fast_aso
+
+    rng = np.random.default_rng(n_a * 100 + n_b)
+    a, b = rng.normal(0.50, 0.02, n_a), rng.normal(0.51, 0.02, n_b)
+    b[0] = a[1]  # a tie across the arms
+    kwargs = {"seed": 1234, "num_bootstrap_iterations": 200, "show_progress": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for x, y in ((a, b), (b, a)):
+            assert fast_aso(x, y, **kwargs) == deepsig_aso(x, y, **kwargs)
+    # and deepsig is left as it was
+    import importlib
+
+    module = importlib.import_module("deepsig.aso")
+    assert module.get_quantile_function.__module__ == "deepsig.aso"

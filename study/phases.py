@@ -3,12 +3,15 @@ for each phase, pick the confirm samples, and summarise the confirm phase from M
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import socket
 import statistics
 import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +36,9 @@ from trainables.tune_adapter import train_tagger
 
 log = logging.getLogger(__name__)
 
+# Tune lets a custom searcher have one trial pending at a time: each trial's worker must be up
+# before the next trial is even created, which on 2 cores put 10 s between the first two starts
+PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
 ACTIVE = {"PENDING", "RUNNING", "PAUSED"}
 FINISHED = {"TERMINATED", "ERROR"}
 
@@ -158,10 +164,38 @@ def _tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: int)
     )
 
 
+def trials_at_once(
+    resources: Mapping[str, float], cluster: Mapping[str, float], max_concurrent: int | None
+) -> int:
+    """How many of the study's trials the cluster can run side by side (at least 1)."""
+    fits = [int(cluster.get(name.upper(), 0) // need) for name, need in resources.items() if need]
+    n = min(fits, default=1)
+    if max_concurrent:
+        n = min(n, max_concurrent)
+    return max(1, n)
+
+
+@contextlib.contextmanager
+def _pending_trials(n: int) -> Iterator[None]:
+    """Let Tune start as many trials at once as can run; a value the user set wins."""
+    if PENDING_ENV in os.environ:
+        yield
+        return
+    os.environ[PENDING_ENV] = str(n)
+    try:
+        yield
+    finally:
+        os.environ.pop(PENDING_ENV, None)
+
+
 def _run_phase(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> bool:
     """True when every trial of the phase reached a terminal state (not interrupted)."""
     log.info("phase %s: %d trials", name, n_trials)
-    results = _tuner(context, name, searcher, scheduler, n_trials).fit()
+    at_once = trials_at_once(
+        context.spec.resources, ray.cluster_resources(), context.max_concurrent
+    )
+    with _pending_trials(at_once):
+        results = _tuner(context, name, searcher, scheduler, n_trials).fit()
     trials = getattr(results, "_experiment_analysis", None)
     statuses = Counter(t.status for t in trials.trials) if trials else Counter()
     log.info("phase %s: trial states %s", name, dict(statuses))

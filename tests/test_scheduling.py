@@ -188,3 +188,15 @@ def test_confirm_runs_every_chosen_sample_on_every_seed_seed_major(spec):
     planned = PlannedSearcher(spec, configs)
     got = [planned.suggest(f"t{i}") for i in range(5)]
     assert got[:4] == configs and got[4] == PlannedSearcher.FINISHED
+
+
+def test_tune_may_start_as_many_trials_at_once_as_fit():
+    from study.phases import trials_at_once
+
+    laptop = {"CPU": 2.0, "memory": 2e10}
+    assert trials_at_once({"cpu": 1, "gpu": 0}, laptop, None) == 2
+    assert trials_at_once({"cpu": 1, "gpu": 0}, laptop, 1) == 1  # --max-concurrent caps it
+    assert trials_at_once({"cpu": 4, "gpu": 0}, laptop, None) == 1  # never 0
+    cluster = {"CPU": 64.0, "GPU": 8.0}
+    assert trials_at_once({"cpu": 4, "gpu": 1}, cluster, None) == 8  # the GPUs bind first
+    assert trials_at_once({"cpu": 4, "gpu": 1}, {"CPU": 64.0}, None) == 1  # no GPU yet

@@ -118,6 +118,13 @@ def start_ray(address: str | None, num_cpus: int | None, store: StudyStore) -> N
         raise UserInputError(problem)
 
 
+def stop_ray() -> None:
+    """Stop Ray before the driver's last words: its log monitor otherwise goes on printing the
+    workers' buffered lines after them, and the line the user needs is no longer the last."""
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 def storage_problem(nodes: list[dict], store: StudyStore) -> str | None:
     """Checkpoints written on one host must be readable where a trial resumes: a plain local
     path is only safe when every node is on this one host."""

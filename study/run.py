@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserInputError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
+        phases.stop_ray()
         print(
             f"\ninterrupted; the study's state is saved. Resume with:\n  python -m study.run "
             f"{args.study} --profile {args.profile} --resume",
@@ -131,6 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     if not finished:
         tracker.set_tags(study_run, {"state": "interrupted"})
         tracker.end_study(study_run, arm_runs, "KILLED")
+        phases.stop_ray()
         print(
             "study interrupted; its state is saved. Resume with:\n  python -m study.run "
             f"{spec.name} --profile {profile} --resume",
@@ -153,6 +155,7 @@ def _storage_full(tracker, context: phases.PhaseContext, profile: str, err: Exce
     except Exception as mlflow_err:  # noqa: BLE001 - the line below matters more
         log.warning("could not mark the study run in MLflow: %s", mlflow_err)
     reason = no_space_reason(err)
+    phases.stop_ray()
     print(
         f"error: the study's storage {context.store.root} is full ({reason}); free space "
         f"there, then resume with: python -m study.run {context.spec.name} --profile "

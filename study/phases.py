@@ -119,8 +119,9 @@ def start_ray(address: str | None, num_cpus: int | None, store: StudyStore) -> N
 
 
 def stop_ray() -> None:
-    """Stop Ray before the driver's last words: its log monitor otherwise goes on printing the
-    workers' buffered lines after them, and the line the user needs is no longer the last."""
+    """Stop Ray before the driver's last words on a full disk: its log monitor otherwise goes on
+    printing the workers' buffered lines after them, and the line the user needs is no longer
+    the last."""
     if ray.is_initialized():
         ray.shutdown()
 
@@ -198,11 +199,11 @@ def _pending_trials(n: int) -> Iterator[None]:
 def _run_phase(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> bool:
     """True when every trial of the phase reached a terminal state (not interrupted)."""
     log.info("phase %s: %d trials", name, n_trials)
-    at_once = trials_at_once(
-        context.spec.resources, ray.cluster_resources(), context.max_concurrent
-    )
-    with _pending_trials(at_once):
-        results = _tuner(context, name, searcher, scheduler, n_trials).fit()
+    # Not yet `with _pending_trials(trials_at_once(...))`: with trials starting together, a
+    # Ctrl-C sent to the whole process group can reach a trial's worker before Tune stops it
+    # gracefully, and that trial is then recorded as errored (tests/test_study_run.py's Ctrl-C
+    # test failed 2 runs of 4). Workers must ignore SIGINT first.
+    results = _tuner(context, name, searcher, scheduler, n_trials).fit()
     trials = getattr(results, "_experiment_analysis", None)
     statuses = Counter(t.status for t in trials.trials) if trials else Counter()
     log.info("phase %s: trial states %s", name, dict(statuses))

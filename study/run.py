@@ -74,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     except UserInputError as err:
         return _fail(str(err))
     except KeyboardInterrupt:
-        phases.stop_ray()
         print(
             f"\ninterrupted; the study's state is saved. Resume with:\n  python -m study.run "
             f"{args.study} --profile {args.profile} --resume",
@@ -132,7 +131,6 @@ def _run(args: argparse.Namespace) -> int:
     if not finished:
         tracker.set_tags(study_run, {"state": "interrupted"})
         tracker.end_study(study_run, arm_runs, "KILLED")
-        phases.stop_ray()
         print(
             "study interrupted; its state is saved. Resume with:\n  python -m study.run "
             f"{spec.name} --profile {profile} --resume",

@@ -78,7 +78,9 @@ def test_full_disk_stops_with_one_line_and_resumes(tmp_path, tiny_model, tiny_co
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     first, second = files["LOG1"].read_text(), files["LOG2"].read_text()
-    assert files["DF"].read_text().split()[-3] == "0", files["DF"].read_text()  # really full
+    # really full: dd took every block; a trial may free a checkpoint's few hundred kB just
+    # after it, when two run at once
+    assert int(files["DF"].read_text().split()[-3]) < 1024, files["DF"].read_text()
 
     assert files["RC1"].read_text().strip() == "3", first[-3000:]
     last = first.strip().splitlines()[-1]

@@ -3,15 +3,13 @@ for each phase, pick the confirm samples, and summarise the confirm phase from M
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import socket
 import statistics
 import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +34,6 @@ from trainables.tune_adapter import train_tagger
 
 log = logging.getLogger(__name__)
 
-# Tune lets a custom searcher have one trial pending at a time: each trial's worker must be up
-# before the next trial is even created, which on 2 cores put 10 s between the first two starts
-PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
 ACTIVE = {"PENDING", "RUNNING", "PAUSED"}
 FINISHED = {"TERMINATED", "ERROR"}
 
@@ -183,26 +178,14 @@ def trials_at_once(
     return max(1, n)
 
 
-@contextlib.contextmanager
-def _pending_trials(n: int) -> Iterator[None]:
-    """Let Tune start as many trials at once as can run; a value the user set wins."""
-    if PENDING_ENV in os.environ:
-        yield
-        return
-    os.environ[PENDING_ENV] = str(n)
-    try:
-        yield
-    finally:
-        os.environ.pop(PENDING_ENV, None)
-
-
 def _run_phase(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> bool:
     """True when every trial of the phase reached a terminal state (not interrupted)."""
     log.info("phase %s: %d trials", name, n_trials)
-    # Not yet `with _pending_trials(trials_at_once(...))`: with trials starting together, a
-    # Ctrl-C sent to the whole process group can reach a trial's worker before Tune stops it
-    # gracefully, and that trial is then recorded as errored (tests/test_study_run.py's Ctrl-C
-    # test failed 2 runs of 4). Workers must ignore SIGINT first.
+    # Tune lets a custom searcher have one trial pending at a time (the second trial starts
+    # ~10 s after the first on 2 cores). Not yet TUNE_MAX_PENDING_TRIALS_PG=trials_at_once(...):
+    # with trials starting together, a Ctrl-C sent to the whole process group can reach a
+    # trial's worker before Tune stops it gracefully, and that trial is then recorded as
+    # errored (the Ctrl-C test failed 2 runs of 4). Workers must ignore SIGINT first.
     results = _tuner(context, name, searcher, scheduler, n_trials).fit()
     trials = getattr(results, "_experiment_analysis", None)
     statuses = Counter(t.status for t in trials.trials) if trials else Counter()

@@ -4,12 +4,14 @@ for each phase, pick the confirm samples, and summarise the confirm phase from M
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import statistics
 import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +36,7 @@ from trainables.tune_adapter import train_tagger
 
 log = logging.getLogger(__name__)
 
-ACTIVE = {"PENDING", "RUNNING", "PAUSED"}
+LIVE = {"PENDING", "RUNNING"}
 FINISHED = {"TERMINATED", "ERROR"}
 
 
@@ -178,33 +180,69 @@ def trials_at_once(
     return max(1, n)
 
 
+PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
+
+
+@contextmanager
+def _pending_trials(n: int) -> Iterator[None]:
+    """Let Tune start as many trials at once as can run; a value the user set wins."""
+    if PENDING_ENV in os.environ:
+        yield
+        return
+    os.environ[PENDING_ENV] = str(n)
+    try:
+        yield
+    finally:
+        os.environ.pop(PENDING_ENV, None)
+
+
 def _run_phase(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> bool:
     """True when every trial of the phase reached a terminal state (not interrupted)."""
     log.info("phase %s: %d trials", name, n_trials)
-    # Tune lets a custom searcher have one trial pending at a time (the second trial starts
-    # ~10 s after the first on 2 cores). Not yet TUNE_MAX_PENDING_TRIALS_PG=trials_at_once(...):
-    # with trials starting together, a Ctrl-C sent to the whole process group can reach a
-    # trial's worker before Tune stops it gracefully, and that trial is then recorded as
-    # errored (the Ctrl-C test failed 2 runs of 4). Workers must ignore SIGINT first.
-    results = _tuner(context, name, searcher, scheduler, n_trials).fit()
-    trials = getattr(results, "_experiment_analysis", None)
-    statuses = Counter(t.status for t in trials.trials) if trials else Counter()
-    log.info("phase %s: trial states %s", name, dict(statuses))
-    if trials:
-        _drop_finished_checkpoints(name, trials.trials)
-    return sum(statuses.values()) >= n_trials and not (set(statuses) & ACTIVE)
+    # Tune lets a custom searcher have one trial pending at a time, so the second trial would
+    # start only once the first one's worker is up (~10 s later on 2 cores)
+    at_once = trials_at_once(
+        context.spec.resources, ray.cluster_resources(), context.max_concurrent
+    )
+    with _pending_trials(at_once):
+        results = _tuner(context, name, searcher, scheduler, n_trials).fit()
+    saved = saved_trials(context.store.join(context.study_dir, name))
+    log.info("phase %s: trial states %s", name, dict(Counter(t.status for t in saved)))
+    stopped_live = any(t.status in LIVE for t in saved)
+    done = results.num_terminated + results.num_errors >= n_trials and not stopped_live
+    _drop_checkpoints(name, [t for t in saved if done or t.status in FINISHED])
+    return done
 
 
-def _drop_finished_checkpoints(phase: str, trials: list) -> None:
-    """After `fit` returns, Ray has saved every finished trial as finished, so their
-    checkpoints can never be needed again: a finished study keeps none."""
+def saved_trials(experiment: str) -> list:
+    """The phase's trials as Tune saved them last, which is what `--resume` restores.
+
+    Tune's own trials after `fit` can say otherwise. On Ctrl-C it saves the running and
+    starting trials as such, then stops them and marks them TERMINATED in memory only:
+    trusting that would count an interrupted phase as done and delete checkpoints the
+    resume needs. The saved file can lag too, the other way: a paused trial that is then
+    stopped stays PAUSED there (Tune refreshes a trial's saved state only when it has a
+    live worker), so a phase is done when Tune finished every trial in memory and none was
+    saved running or starting."""
+    quiet = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # trials that never reported are fine here
+    try:
+        return tune.ExperimentAnalysis(experiment).trials
+    except ValueError:  # interrupted before Tune saved anything: nothing finished
+        return []
+    finally:
+        quiet.setLevel(level)
+
+
+def _drop_checkpoints(phase: str, trials: list) -> None:
+    """Trials that will not run again need no checkpoint: a finished study keeps none."""
     freed = 0
     for trial in trials:
-        if trial.status in FINISHED:
-            try:
-                freed += drop_checkpoints(trial.storage.storage_filesystem, trial.path)
-            except OSError as err:  # worth a line, never worth stopping the study
-                log.warning("could not remove the checkpoints of %s: %s", trial.path, err)
+        try:
+            freed += drop_checkpoints(trial.storage.storage_filesystem, trial.path)
+        except OSError as err:  # worth a line, never worth stopping the study
+            log.warning("could not remove the checkpoints of %s: %s", trial.path, err)
     if freed:
         log.info("phase %s: removed finished trials' checkpoints (%.1f MB)", phase, freed / 1e6)
 

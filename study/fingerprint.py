@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from trainables.data.corpus import wnut16_path
-from trainables.tagger import resolve_model
+from trainables.model_source import resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
 

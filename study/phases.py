@@ -58,19 +58,22 @@ def _one_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def connect_tracking(uri: str, experiment: str) -> StudyTracker:
-    """Fail fast with one line when the tracking store cannot be used, before Ray starts.
+def probe_tracking(uri: str) -> None:
+    """Fail fast with one line when a tracking server does not answer, before Ray starts:
+    MLflow's own client retries an unreachable server for minutes before it gives up."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
+    except (urllib.error.URLError, OSError) as err:
+        raise UserInputError(f"MLflow tracking server {uri} is not reachable: {err}") from err
 
-    An HTTP server is probed with a short timeout first, because MLflow's own client retries
-    an unreachable server for minutes before it gives up."""
-    if uri.startswith(("http://", "https://")):
-        try:
-            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
-        except (urllib.error.URLError, OSError) as err:
-            raise UserInputError(f"MLflow tracking server {uri} is not reachable: {err}") from err
+
+def connect_tracking(uri: str, experiment: str) -> StudyTracker:
+    """Open the tracking store; any error there is the user's URI or server, said in one line."""
     try:
         return StudyTracker(uri, experiment)
-    except Exception as err:  # any store error is the user's URI or server, not our bug
+    except Exception as err:  # noqa: BLE001 - see the docstring
         raise UserInputError(f"MLflow tracking URI {uri} cannot be used: {_one_line(err)}") from err
 
 

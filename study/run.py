@@ -13,18 +13,20 @@ samples) then confirm (the chosen sample of each arm on every seed, never pruned
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from study import phases
 from study.fingerprint import code_version, data_fingerprint, model_fingerprint
 from study.plan import CONFIRM, EXPLORE, make_plan
-from study.report import write_report
 from study.spec import load_study
 from study.storage import StudyStore
 from study.storage_guard import is_storage_full, no_space_reason
@@ -99,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
     store.check_writable()
     phases.check_address(args.address)
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
-    tracker = phases.connect_tracking(uri, spec.name)
+    phases.probe_tracking(uri)
     log.info("plan: %s", plan.summary())
     log.info(
         "data: %d train / %d dev / %d test sentences, %d labels",
@@ -107,7 +109,8 @@ def _run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
 
-    phases.start_ray(args.address, args.num_cpus, store)
+    tracker = _start_tracking_and_ray(uri, spec.name, args, store)
+    _preload_report()
     study_run, arm_runs = _mlflow_runs(tracker, spec, plan, state)
     store.write_state(study_dir, state)
     context = phases.PhaseContext(
@@ -163,9 +166,38 @@ def _storage_full(tracker, context: phases.PhaseContext, profile: str, err: Exce
     return 3
 
 
+def _start_tracking_and_ray(
+    uri: str, study: str, args: argparse.Namespace, store: StudyStore
+) -> StudyTracker:
+    """Open the MLflow store (its schema, for a new sqlite file) while Ray starts: seconds
+    each, mostly waiting. A store that cannot be used stops Ray again and is said last."""
+    with ThreadPoolExecutor(1, thread_name_prefix="mlflow") as pool:
+        tracking = pool.submit(phases.connect_tracking, uri, study)
+        try:
+            phases.start_ray(args.address, args.num_cpus, store)
+        except UserInputError:
+            tracking.result()  # a tracking error is said first
+            raise
+        try:
+            return tracking.result()
+        except UserInputError:
+            phases.stop_ray()
+            raise
+
+
+def _preload_report() -> None:
+    """Import the report's modules (pandas, matplotlib, deepsig with torch: seconds) in the
+    background while the trials run, not on the way out when the user is waiting."""
+    threading.Thread(
+        target=importlib.import_module, args=("study.report",), name="preload", daemon=True
+    ).start()
+
+
 def _report(uri: str, study: str, study_run: str, reports: str) -> None:
     """The study's data is safe in MLflow whatever happens here: a failed report is said in
     one line with the command that makes it again, and the study still counts as finished."""
+    from study.report import write_report  # see _preload_report
+
     try:
         report = write_report(uri, study, run_id=study_run, reports_root=reports)
     except Exception as err:  # noqa: BLE001 - any failure of the report, never of the study

@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any, Union
 
 import yaml
-from transformers import AutoConfig
 
-from trainables import surgery
+from trainables import layouts
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, ModelError
-from trainables.tagger import resolve_model
+from trainables.model_source import read_config_json, resolve_model
 
 SEARCH_SPACES = Path(__file__).resolve().parent.parent / "search_spaces"
 
@@ -464,17 +463,31 @@ def _model_shape(doc: _Doc, model: str, resolve_layers: bool, download: bool) ->
         raise _bad(doc, ("model",), model, str(err)) from None
     hub_only = not Path(resolved).is_dir() and not download
     try:
-        config = AutoConfig.from_pretrained(resolved, local_files_only=hub_only)
+        config = _model_config(resolved, hub_only)
     except Exception as err:  # transformers raises many kinds; each becomes one line
         if hub_only:
             return _Shape(0, 0)
         raise _fail(doc, ("model",), f"cannot read the config of {model!r}: {err}") from None
     try:
-        layout = surgery._layout(config.model_type)
+        layout = layouts.layout_of(config["model_type"])
     except ModelError as err:
         raise _bad(doc, ("model",), model, str(err)) from None
-    layers = int(getattr(config, layout.layers_field))
-    return _Shape(layers, int(getattr(config, layout.heads_field)))
+    return _Shape(int(config[layout.layers_field]), int(config[layout.heads_field]))
+
+
+def _model_config(resolved: str, hub_only: bool) -> dict[str, Any]:
+    """The model type and its layer/head fields: straight from a local config.json when it
+    has them, so that checking a study imports no torch; else through transformers, which
+    knows each family's defaults and downloads hub configs."""
+    local = read_config_json(resolved) if Path(resolved).is_dir() else None
+    layout = layouts.LAYOUTS.get(local.get("model_type")) if local else None
+    if layout and all(name in local for name in layout.fields()):
+        return local
+    from transformers import AutoConfig  # imports torch: only when config.json falls short
+
+    config = AutoConfig.from_pretrained(resolved, local_files_only=hub_only)
+    names = {name for lay in layouts.LAYOUTS.values() for name in lay.fields()}
+    return {"model_type": config.model_type, **{n: getattr(config, n, None) for n in names}}
 
 
 # ----------------------------------------------------------------------------- factors

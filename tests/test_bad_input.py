@@ -93,6 +93,12 @@ def _unreachable_address(tmp: Path, base: dict):
     )
 
 
+def _tracking_server_down(tmp: Path, base: dict):
+    url = f"http://127.0.0.1:{_closed_port()}"
+    study = str(_study_with(tmp, base))
+    return [study, "--tracking-uri", url], f"MLflow tracking server {url} is not reachable"
+
+
 def _unwritable_storage(tmp: Path, base: dict):
     blocker = Path(_write_file(tmp, "a_file", "not a folder\n"))
     study = str(_study_with(tmp, base))
@@ -152,6 +158,7 @@ CASES: dict[str, Case] = {
     "YAML syntax error": _yaml_syntax,
     "unreachable --address": _unreachable_address,
     "storage not writable": _unwritable_storage,
+    "MLflow server down": _tracking_server_down,
 }
 
 

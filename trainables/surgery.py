@@ -4,91 +4,27 @@ The study asks how much of a pretrained encoder a tagger needs, so these operati
 everything they do not target bit-identical, and must be reproducible from a seeded
 `torch.Generator` alone (never the global RNG), so one seed fixes a whole trial.
 
-Only the encoder families whose layout is listed in `_LAYOUTS` are supported; guessing at an
-unknown layout could silently operate on the wrong modules.
+Only the encoder families listed in `trainables.layouts.LAYOUTS` are supported; guessing at
+an unknown layout could silently operate on the wrong modules.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from trainables.errors import ModelError
+from trainables.layouts import SUPPORTED_MODEL_TYPES, layout_of  # noqa: F401 - re-exported
 
 # A truncated normal cut at +-2 std has a smaller spread than `std`; tests and reports use this.
 TRUNC_STD_FACTOR = 0.8796256610342398
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """Where a family keeps its blocks and attention projections, and its config field names."""
-
-    blocks: tuple[str, ...]  # attribute path from the model to the ModuleList of blocks
-    projections: tuple[str, str, str, str]  # q, k, v, out: dotted paths inside one block
-    layers_field: str
-    heads_field: str
-
-
-_BERT_LIKE = _Layout(
-    blocks=("encoder", "layer"),
-    projections=(
-        "attention.self.query",
-        "attention.self.key",
-        "attention.self.value",
-        "attention.output.dense",
-    ),
-    layers_field="num_hidden_layers",
-    heads_field="num_attention_heads",
-)
-
-_LAYOUTS: dict[str, _Layout] = {
-    "bert": _BERT_LIKE,
-    "roberta": _BERT_LIKE,
-    "xlm-roberta": _BERT_LIKE,
-    "electra": _BERT_LIKE,
-    "deberta-v2": _Layout(
-        blocks=("encoder", "layer"),
-        projections=(
-            "attention.self.query_proj",
-            "attention.self.key_proj",
-            "attention.self.value_proj",
-            "attention.output.dense",
-        ),
-        layers_field="num_hidden_layers",
-        heads_field="num_attention_heads",
-    ),
-    "distilbert": _Layout(
-        blocks=("transformer", "layer"),
-        projections=(
-            "attention.q_lin",
-            "attention.k_lin",
-            "attention.v_lin",
-            "attention.out_lin",
-        ),
-        layers_field="n_layers",
-        heads_field="n_heads",
-    ),
-}
-
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_LAYOUTS)
-
-
 def check_model_type(model_type: str) -> None:
     """Fail early (before weights are loaded) for encoder families whose layout we do not know."""
-    _layout(model_type)
-
-
-def _layout(model_type: str) -> _Layout:
-    try:
-        return _LAYOUTS[model_type]
-    except KeyError:
-        raise ModelError(
-            f"model type {model_type!r} is not supported for layer surgery; "
-            f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
-        ) from None
+    layout_of(model_type)
 
 
 def encoder_family(model: nn.Module) -> str:
@@ -102,7 +38,7 @@ def encoder_family(model: nn.Module) -> str:
 def encoder_blocks(model: nn.Module) -> nn.ModuleList:
     """The transformer blocks in order, so callers need not know each family's layout."""
     module: nn.Module = model
-    for name in _layout(encoder_family(model)).blocks:
+    for name in layout_of(encoder_family(model)).blocks:
         module = getattr(module, name)
     if not isinstance(module, nn.ModuleList):
         raise ModelError(f"{type(model).__name__}: expected a ModuleList of blocks, got {module}")
@@ -115,15 +51,15 @@ def num_blocks(model: nn.Module) -> int:
 
 
 def _num_heads(model: nn.Module) -> int:
-    return int(getattr(model.config, _layout(encoder_family(model)).heads_field))
+    return int(getattr(model.config, layout_of(encoder_family(model)).heads_field))
 
 
 def attention_projections(
     block: nn.Module, model_type: str
 ) -> tuple[nn.Linear, nn.Linear, nn.Linear, nn.Linear]:
     """Q, K, V and output projections of one block, the unit that head surgery operates on."""
-    linears = tuple(block.get_submodule(path) for path in _layout(model_type).projections)
-    for path, module in zip(_layout(model_type).projections, linears, strict=True):
+    linears = tuple(block.get_submodule(path) for path in layout_of(model_type).projections)
+    for path, module in zip(layout_of(model_type).projections, linears, strict=True):
         if not isinstance(module, nn.Linear):
             raise ModelError(f"{model_type} block: {path} is {type(module).__name__}, not Linear")
     return linears  # type: ignore[return-value]
@@ -157,7 +93,7 @@ def truncate(model: nn.Module, depth: int | str) -> None:
             f"depth {depth!r} is outside 1..{total} for this {total}-layer "
             f"{encoder_family(model)} encoder"
         )
-    layout = _layout(encoder_family(model))
+    layout = layout_of(encoder_family(model))
     owner = model.get_submodule(".".join(layout.blocks[:-1]))
     setattr(owner, layout.blocks[-1], encoder_blocks(model)[:depth])
     if hasattr(owner, "n_layers"):  # DistilBERT's Transformer caches its own count

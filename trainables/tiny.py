@@ -127,7 +127,6 @@ def tiny_model_folder(
     return folder
 
 
-TINY_MODEL = "tiny"
 TINY_LAYERS = 4
 
 

@@ -16,7 +16,6 @@ import ray
 from ray import tune
 
 from trainables.config import TrialConfig
-from trainables.train import Trial
 
 TRIAL_KEY = "trial"
 FINAL_FILE = "final_result.json"
@@ -32,6 +31,8 @@ def train_tagger(config: dict[str, Any]) -> None:
     that final checkpoint (the driver died after the trial ended but before Ray saved that
     fact) re-reports its result without training, and says so with `restored_final`.
     """
+    from trainables.train import Trial  # torch: imported in the trial's worker, not the driver
+
     node = {"node_id": ray.get_runtime_context().get_node_id()}
     trial = None
     checkpoint = tune.get_checkpoint()

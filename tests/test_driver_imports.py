@@ -1,0 +1,41 @@
+"""The study driver checks a study file and starts Ray without importing torch: seconds saved
+on every run, and a driver that does not hold torch's memory while trials run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from study.spec import _model_config
+from tests.study_helpers import REPO
+
+HEAVY = ("torch", "transformers", "seqeval", "sklearn")
+
+
+def test_driver_start_up_imports_no_torch():
+    code = (
+        "import sys, study.run\n"
+        "from study.spec import load_study\n"
+        "load_study('ner_depth', 'default')\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_layer_count_read_from_config_json(tmp_path):
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "distilbert", "n_layers": 5, "n_heads": 4})
+    )
+    config = _model_config(str(tmp_path), hub_only=False)
+    assert (config["n_layers"], config["n_heads"]) == (5, 4)
+
+
+def test_layer_count_falls_back_to_transformers_defaults(tmp_path):
+    """A config.json may leave a count at its family default, which only transformers knows."""
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    config = _model_config(str(tmp_path), hub_only=False)
+    assert (config["num_hidden_layers"], config["num_attention_heads"]) == (12, 12)

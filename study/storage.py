@@ -41,12 +41,13 @@ class StudyStore:
     def join(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])
 
-    def _path(self, *parts: str) -> str:
+    def fs_path(self, *parts: str) -> str:
+        """The path of `parts` inside `self.fs` (no scheme), for pyarrow calls."""
         return "/".join([self.base.rstrip("/"), *parts])
 
     def check_writable(self) -> None:
         """Fail before Ray starts rather than when the first checkpoint is written."""
-        probe = self._path(f".write-test-{uuid.uuid4().hex[:8]}")
+        probe = self.fs_path(f".write-test-{uuid.uuid4().hex[:8]}")
         try:
             self.fs.create_dir(self.base, recursive=True)
             with self.fs.open_output_stream(probe) as out:
@@ -59,7 +60,7 @@ class StudyStore:
         return f"{study}/{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     def latest_study_dir(self, study: str, profile: str) -> str | None:
-        selector = pafs.FileSelector(self._path(study), allow_not_found=True)
+        selector = pafs.FileSelector(self.fs_path(study), allow_not_found=True)
         names = sorted(
             info.base_name
             for info in self.fs.get_file_info(selector)
@@ -68,7 +69,7 @@ class StudyStore:
         return f"{study}/{names[-1]}" if names else None
 
     def read_state(self, study_dir: str) -> dict[str, Any] | None:
-        path = self._path(study_dir, STATE_FILE)
+        path = self.fs_path(study_dir, STATE_FILE)
         if self.fs.get_file_info(path).type != pafs.FileType.File:
             return None
         with self.fs.open_input_stream(path) as src:
@@ -76,7 +77,7 @@ class StudyStore:
 
     def write_state(self, study_dir: str, state: dict[str, Any]) -> None:
         """Write-then-rename on local disks, so a crash never leaves half a state file."""
-        folder = self._path(study_dir)
+        folder = self.fs_path(study_dir)
         self.fs.create_dir(folder, recursive=True)
         text = json.dumps(state, indent=2, sort_keys=True).encode()
         if isinstance(self.fs, pafs.LocalFileSystem):
@@ -84,7 +85,7 @@ class StudyStore:
             tmp.write_bytes(text)
             os.replace(tmp, Path(folder) / STATE_FILE)
         else:
-            with self.fs.open_output_stream(self._path(study_dir, STATE_FILE)) as out:
+            with self.fs.open_output_stream(self.fs_path(study_dir, STATE_FILE)) as out:
                 out.write(text)
 
 

@@ -19,7 +19,12 @@ NO_SPACE = ("No space left on device", f"[Errno {errno.ENOSPC}]", "Disk quota ex
 
 
 class StorageFull(RuntimeError):
-    """The study's storage (or the disk under it) has no space left."""
+    """The study's storage (or the disk under it) has no space left. `storage` is the Ray
+    StorageContext of the trial that found it, which tells where Tune staged its state."""
+
+    def __init__(self, message: str, storage=None):
+        super().__init__(message)
+        self.storage = storage
 
 
 def says_no_space(text: str) -> bool:
@@ -44,6 +49,11 @@ def is_storage_full(err: BaseException | None) -> bool:
     )
 
 
+def storage_context(err: BaseException | None):
+    """The Ray StorageContext a StorageFull in `err`'s chain carries, if any."""
+    return next((e.storage for e in _chain(err) if isinstance(e, StorageFull)), None)
+
+
 def no_space_reason(err: BaseException) -> str:
     """The one line that says the device is full, out of whatever traceback text carries it."""
     for e in _chain(err):
@@ -64,7 +74,7 @@ class StorageGuard(Callback):
     def _check(self, trial) -> None:
         line = _no_space_line(trial_error_text(trial))
         if line:
-            raise StorageFull(line)
+            raise StorageFull(line, storage=getattr(trial, "storage", None))
 
     def on_trial_recover(self, iteration, trials, trial, **info) -> None:
         self._check(trial)

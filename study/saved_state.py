@@ -1,0 +1,115 @@
+"""Keep what `--resume` reads whole when the study's disk fills.
+
+Tune writes its experiment state (trial statuses, searcher) to a local staging folder, then
+copies it to the study's storage; a copy that meets a full disk leaves a truncated file
+there. Tune, finding that file unreadable on resume, silently starts the phase afresh with
+the old searcher, which has nothing left to suggest: the study waits forever. Three guards:
+
+- a small reserve file in the study folder, held while the study runs and freed once the
+  trials have stopped on a full disk, so the state fits;
+- the staging copy, complete on the driver's own disk, written again into that space;
+- a check before a phase is restored, which refuses a damaged state in one line instead of
+  letting Tune start over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import logging
+import os
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+from trainables.errors import UserInputError
+
+log = logging.getLogger(__name__)
+
+RESERVE_FILE = ".space-reserve"
+RESERVE_BYTES = 16 * 1024**2  # Tune's state for hundreds of trials is a few MB
+STATE_PATTERN = "experiment_state-*.json"
+
+
+class SpaceReserve:
+    """A file of zeros in the study folder (local disks only: object stores do not fill)."""
+
+    def __init__(self, fs: pafs.FileSystem, folder: str, size: int = RESERVE_BYTES):
+        local = isinstance(fs, pafs.LocalFileSystem)
+        self.path = Path(folder, RESERVE_FILE) if local else None
+        self.size = size
+
+    def hold(self) -> None:
+        if self.path is None or _size(self.path) == self.size:
+            return
+        with open(self.path, "wb") as out:
+            out.write(bytes(self.size))  # real blocks: a sparse file would reserve nothing
+            out.flush()
+            os.fsync(out.fileno())
+
+    def release(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return -1
+
+
+def rewrite_from_staging(storage) -> bool:
+    """Copy Tune's staged experiment files (state, searcher, callbacks) over the ones in
+    storage; `storage` is a trial's Ray StorageContext. True when the stored state now reads
+    back whole."""
+    staging = Path(storage.experiment_driver_staging_path)
+    target, fs = storage.experiment_fs_path, storage.storage_filesystem
+    # Tune's own upload may still be running; it ends, or fails on the full disk
+    with contextlib.suppress(Exception):
+        storage.syncer.wait()
+    files = sorted(p for p in staging.glob("*") if p.is_file()) if staging.is_dir() else []
+    staged = [p for p in files if fnmatch.fnmatch(p.name, STATE_PATTERN)]
+    if not staged or _damage(staged[-1].read_bytes()):
+        log.warning("no whole experiment state staged in %s to write again", staging)
+        return False
+    try:
+        for path in files:
+            pafs.copy_files(str(path), f"{target}/{path.name}", destination_filesystem=fs)
+    except OSError as err:  # the reserve was not enough: the check on resume will say so
+        log.warning("could not write the experiment state again: %s", err)
+        return False
+    return damaged_state(fs, target) is None
+
+
+def damaged_state(fs: pafs.FileSystem, experiment: str) -> str | None:
+    """Why the newest experiment state in `experiment` cannot be read, or None."""
+    selector = pafs.FileSelector(experiment, allow_not_found=True)
+    names = sorted(
+        info.base_name
+        for info in fs.get_file_info(selector)
+        if fnmatch.fnmatch(info.base_name, STATE_PATTERN)
+    )
+    if not names:
+        return None  # nothing saved yet: Tune's own check says so
+    with fs.open_input_stream(f"{experiment}/{names[-1]}") as src:
+        problem = _damage(src.read())
+    return f"{names[-1]}: {problem}" if problem else None
+
+
+def _damage(data: bytes) -> str | None:
+    try:
+        json.loads(data)
+    except ValueError as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def check_restorable(fs: pafs.FileSystem, experiment: str, phase: str) -> None:
+    problem = damaged_state(fs, experiment)
+    if problem:
+        raise UserInputError(
+            f"cannot resume phase {phase}: its saved state in {experiment} is damaged "
+            f"({problem}); run the study again without --resume"
+        )

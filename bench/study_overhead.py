@@ -17,6 +17,7 @@ on trial length: the defaults give trials of about two minutes, near a default-p
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import tempfile
@@ -74,12 +75,36 @@ def study_wall(path: Path, folder: Path, concurrency: int) -> float:
         "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--num-cpus", str(concurrency),
         "--reports", str(folder / "reports"),
     ]  # fmt: skip
-    started = time.perf_counter()
+    clock, started = time.time(), time.perf_counter()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"the study failed:\n{done.stderr[-3000:]}")
+    print(timeline(done.stderr, clock, wall))
     return wall
+
+
+def timeline(log: str, clock: float, wall: float) -> str:
+    """Where the study's extra time goes, from the driver's own HH:MM:SS log lines: start-up
+    until the phase begins, the trials, and the way out after the last trial finished."""
+    day = time.localtime(clock)
+    launched = day.tm_hour * 3600 + day.tm_min * 60 + day.tm_sec + clock % 1
+    stamps = {"phase": None, "last": None}
+    for line in log.splitlines():
+        found = re.match(r"(\d\d):(\d\d):(\d\d) study\.\w+: (.*)", line)
+        if not found:
+            continue
+        h, m, sec, text = found.groups()
+        at = (int(h) * 3600 + int(m) * 60 + int(sec) - launched) % 86400
+        if text.startswith("phase confirm:") and stamps["phase"] is None:
+            stamps["phase"] = at
+        if text.startswith("trial finished:"):
+            stamps["last"] = at
+    if None in stamps.values():
+        return "study timeline: not found in its log"
+    phase, last = stamps["phase"], stamps["last"]
+    return (f"study timeline (1 s log resolution): start-up {phase:.0f} s, trials "
+            f"{last - phase:.0f} s, after the last trial {wall - last:.0f} s")  # fmt: skip
 
 
 def main() -> None:

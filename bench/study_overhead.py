@@ -17,7 +17,9 @@ on trial length: the defaults give trials of about two minutes, near a default-p
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,22 +53,27 @@ def study_file(folder: Path, seeds: int, fraction: float, epochs: int) -> Path:
     return path
 
 
-def train_one(config: dict) -> float:
+def train_one(config: dict) -> tuple[float, list[float]]:
     from trainables.config import TrialConfig
     from trainables.train import Trial
 
     started = time.perf_counter()
     trial = Trial(TrialConfig.from_dict(config))
-    for _ in trial.run():
-        pass
-    return time.perf_counter() - started
+    speeds = [m["train_tokens_per_s"] for m in trial.run()]
+    return time.perf_counter() - started, speeds
 
 
 def plain_wall(configs: list[dict], concurrency: int) -> tuple[float, float]:
     started = time.perf_counter()
     with get_context("spawn").Pool(concurrency) as pool:
-        times = pool.map(train_one, configs, chunksize=1)
-    return time.perf_counter() - started, sum(times)
+        done = pool.map(train_one, configs, chunksize=1)
+    wall = time.perf_counter() - started
+    print(f"plain trainables: train tokens/s {_spread([v for _, s in done for v in s])}")
+    return wall, sum(t for t, _ in done)
+
+
+def _spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.0f} (range {min(values):.0f}-{max(values):.0f})"
 
 
 def study_wall(path: Path, folder: Path, concurrency: int) -> float:
@@ -81,7 +88,20 @@ def study_wall(path: Path, folder: Path, concurrency: int) -> float:
     if done.returncode != 0:
         sys.exit(f"the study failed:\n{done.stderr[-3000:]}")
     print(timeline(done.stderr, clock, wall))
+    print(f"sum of trial times inside Ray: {trial_time_sum(folder / 'ray'):.1f} s")
     return wall
+
+
+def trial_time_sum(storage: Path) -> float:
+    """Each trial's own time as Tune measured it (its last result's time_total_s)."""
+    total, speeds = 0.0, []
+    for result in storage.glob("*/*/confirm/*/result.json"):
+        rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+        total += rows[-1]["time_total_s"] if rows else 0.0
+        speeds += [r["train_tokens_per_s"] for r in rows if "train_tokens_per_s" in r]
+    if speeds:
+        print(f"study.run trials: train tokens/s {_spread(speeds)}")
+    return total
 
 
 def timeline(log: str, clock: float, wall: float) -> str:
@@ -113,6 +133,7 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, default=0.3, help="training data fraction")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--study-only", action="store_true", help="skip the plain run (no ratio)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -123,10 +144,13 @@ def main() -> None:
         configs = [c["trial"] for c in confirm_configs(spec, plan.arms, chosen)]
         print(f"{len(configs)} trials of MiniLM on {args.fraction:g} of WNUT-16, "
               f"{args.epochs} epochs, {args.concurrency} at a time")  # fmt: skip
-        plain, trial_sum = plain_wall(configs, args.concurrency)
-        print(f"plain trainables: wall {plain:.1f} s (sum of trial times {trial_sum:.1f} s)")
+        if not args.study_only:
+            plain, trial_sum = plain_wall(configs, args.concurrency)
+            print(f"plain trainables: wall {plain:.1f} s (sum of trial times {trial_sum:.1f} s)")
         study = study_wall(path, folder, args.concurrency)
         print(f"study.run (Ray Tune + MLflow): wall {study:.1f} s")
+        if args.study_only:
+            return
         extra = study - plain
         print(f"study adds {extra:.1f} s in all, {extra / len(configs):.1f} s per trial")
         print(f"overhead ratio study / plain: {study / plain:.3f} (target <= 1.10)")

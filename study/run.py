@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     # that is what makes --resume exact, so its "snapshotting too often" warning is noise
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     # MLflow's client retries an unreachable server for minutes per call, which would stall
-    # Tune's driver loop; the tracking callback queues and retries writes itself instead
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    # Tune's driver loop, and it resends a POST whose answer was lost, which appends its
+    # metrics a second time; the tracking callback queues and retries writes itself, looking
+    # first whether a write in doubt was stored
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
     try:
         return _run(args)

@@ -97,6 +97,32 @@ def trial_status(result: dict[str, Any] | None, errored: bool) -> str:
     return "completed" if result and result.get("final") else "pruned"
 
 
+MAX_BATCH = 1000  # MLflow's limit on the metrics and tags of one log_batch
+
+
+def result_batches(
+    result: dict[str, Any], step: int, node: str | None = None
+) -> list[tuple[list[Metric], list[RunTag]]]:
+    """One reported result as MLflow batches: its metrics at `step`, layer dynamics with step =
+    layer index (final result) or as one series per layer (every evaluation), and the node
+    tag. Usually one batch, so the store applies the result whole or not at all."""
+    plain, layers = split_layer_metrics(numeric_metrics(result))
+    if not result.get("final"):
+        plain.update({f"{name}_L{i}": v for name, vs in layers.items() for i, v in vs.items()})
+        layers = {}
+    now = int(time.time() * 1000)
+    items = [Metric(k, v, now, step) for k, v in sorted(plain.items())]
+    items += [
+        Metric(n, v, now, i) for n, vs in sorted(layers.items()) for i, v in sorted(vs.items())
+    ]
+    items = [m for m in items if math.isfinite(m.value)]
+    tags = [RunTag("ray_node_id", str(node))] if node is not None else []
+    size = MAX_BATCH - len(tags)
+    batches = [(items[i : i + size], []) for i in range(0, len(items), size)] or [([], [])]
+    batches[0] = (batches[0][0], tags)
+    return [(metrics, tags) for metrics, tags in batches if metrics or tags]
+
+
 def _param_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return text[:MAX_PARAM]
@@ -166,16 +192,20 @@ class StudyTracker:
         for start in range(0, len(items), 100):
             self.client.log_batch(run_id, params=items[start : start + 100])
 
-    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
-        now = int(time.time() * 1000)
-        items = [Metric(k, v, now, step) for k, v in sorted(metrics.items()) if math.isfinite(v)]
-        for start in range(0, len(items), 500):
-            self.client.log_batch(run_id, metrics=items[start : start + 500])
+    def log_batch(
+        self, run_id: str, metrics: list[Metric], tags: list[RunTag], look_first: bool = False
+    ) -> None:
+        """One request, which the store applies whole. MLflow appends metrics, so a batch sent
+        twice shows its evaluation twice: with `look_first` (an earlier try's answer was lost,
+        and the server may have stored it before it stopped) it is sent only if its first
+        metric is not there yet."""
+        if look_first and metrics and self.has_metric(run_id, metrics[0]):
+            return
+        self.client.log_batch(run_id, metrics=metrics, tags=tags)
 
-    def log_layer_metric(self, run_id: str, name: str, values: dict[int, float]) -> None:
-        now = int(time.time() * 1000)
-        items = [Metric(name, v, now, layer) for layer, v in sorted(values.items())]
-        self.client.log_batch(run_id, metrics=[m for m in items if math.isfinite(m.value)])
+    def has_metric(self, run_id: str, metric: Metric) -> bool:
+        history = self.client.get_metric_history(run_id, metric.key)
+        return any(m.step == metric.step for m in history)
 
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
@@ -276,6 +306,9 @@ class MlflowTrackingCallback(Callback):
         return self._tracker
 
     def _run_of(self, trial) -> str:
+        """The trial's MLflow run, found or created, with its params. Every step is safe to
+        repeat, and the run is remembered only once all of them went through, so a retry after
+        a failed write finishes what the failed one began."""
         if trial.trial_id in self._runs:
             return self._runs[trial.trial_id]
         tags = trial.config["study"]
@@ -292,36 +325,19 @@ class MlflowTrackingCallback(Callback):
                 "status": "running",
             },
         )
-        self._runs[trial.trial_id] = run_id
         if run_id not in self._logged_step:
-            self._logged_step[run_id] = self.tracker.last_step(run_id)
-            if self._logged_step[run_id] < 0:
-                params = {**trial.config["trial"], **tags}
-                self.tracker.log_params(run_id, params)
+            last = self.tracker.last_step(run_id)
+            if last < 0:  # same values again are accepted by MLflow
+                self.tracker.log_params(run_id, {**trial.config["trial"], **tags})
+            self._logged_step[run_id] = last
+        self._runs[trial.trial_id] = run_id
         return run_id
 
     def on_trial_start(self, iteration, trials, trial, **info) -> None:
         self._write(lambda: self._run_of(trial))
 
     def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
-        result = dict(result)
-        self._write(lambda: self._log_result(trial, result))
-
-    def _log_result(self, trial, result: dict[str, Any]) -> None:
-        run_id = self._run_of(trial)
-        step = int(result.get("step", result.get("training_iteration", 0)))
-        if step <= self._logged_step.get(run_id, -1):
-            return  # a restored trial re-reporting what was logged before the restart
-        plain, layers = split_layer_metrics(numeric_metrics(result))
-        if not result.get("final"):  # dynamics at every evaluation: one series per layer
-            plain.update({f"{name}_L{i}": v for name, vs in layers.items() for i, v in vs.items()})
-            layers = {}
-        self.tracker.log_metrics(run_id, plain, step)
-        for name, values in layers.items():
-            self.tracker.log_layer_metric(run_id, name, values)
-        if "node_id" in result:
-            self.tracker.set_tags(run_id, {"ray_node_id": result["node_id"]})
-        self._logged_step[run_id] = step
+        self._write(_ResultWrite(self, trial, dict(result)))
 
     def _finish(self, trial, errored: bool) -> None:
         result = dict(trial.last_result or {})
@@ -356,6 +372,34 @@ class MlflowTrackingCallback(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._finish(trial, errored=True)
+
+
+class _ResultWrite:
+    """One result of one trial, written to its MLflow run. When a try fails it stays queued,
+    and the next try sends only the batches the server has not confirmed: a batch whose answer
+    never came is looked for first, since the server may have stored it before it stopped."""
+
+    def __init__(self, callback: MlflowTrackingCallback, trial, result: dict[str, Any]):
+        self.callback, self.trial, self.result = callback, trial, result
+        self.step = int(result.get("step", result.get("training_iteration", 0)))
+        self.batches: list[tuple[list[Metric], list[RunTag]]] | None = None
+        self.in_doubt = False  # the first batch was sent and no answer came
+
+    def __call__(self) -> None:
+        callback = self.callback
+        run_id = callback._run_of(self.trial)
+        if self.batches is None:
+            # a restored trial re-reports what was logged before the restart: nothing to send
+            fresh = self.step > callback._logged_step.get(run_id, -1)
+            node = self.result.get("node_id")
+            self.batches = result_batches(self.result, self.step, node) if fresh else []
+        while self.batches:
+            metrics, tags = self.batches[0]
+            look_first, self.in_doubt = self.in_doubt, True
+            callback.tracker.log_batch(run_id, metrics, tags, look_first=look_first)
+            self.batches.pop(0)
+            self.in_doubt = False
+        callback._logged_step[run_id] = max(self.step, callback._logged_step.get(run_id, -1))
 
 
 def _first_line(err: BaseException) -> str:

@@ -1,0 +1,131 @@
+"""The tracking callback against a real MLflow sqlite store whose client fails on purpose at the
+worst moments: a write the store kept but whose answer was lost, a write refused outright, and
+params refused right after the run was created. Whatever fails is written once, in the end."""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from study.tracking import MAX_BATCH, MlflowTrackingCallback, StudyTracker, result_batches
+
+
+class FlakyClient:
+    """The real client, except that the next calls named in `faults` fail: 'lost' runs the call
+    and then raises (the server stored it and died before answering), 'refused' raises first."""
+
+    def __init__(self, client: MlflowClient):
+        self.client = client
+        self.faults: list[tuple[str, str]] = []  # (method, "lost" | "refused"), in order
+
+    def __getattr__(self, name: str):
+        real = getattr(self.client, name)
+
+        def call(*args, **kwargs):
+            if self.faults and self.faults[0][0] == name:
+                _, kind = self.faults.pop(0)
+                if kind == "lost":
+                    real(*args, **kwargs)
+                raise ConnectionError(f"{name}: connection reset by peer ({kind})")
+            return real(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def callback(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = StudyTracker(uri, "study")
+    study_run = tracker.study_run("inv", "study", {}, {})
+    arm_run = tracker.arm_run(study_run, "depth=2", {"depth": 2})
+    cb = MlflowTrackingCallback(uri, "study", study_run, {"depth=2": arm_run})
+    flaky = FlakyClient(tracker.client)
+    tracker.client = flaky
+    cb._tracker = tracker
+    return cb, flaky
+
+
+def _trial(trial_id: str = "t1") -> SimpleNamespace:
+    study = {"arm": "depth=2", "phase": "explore", "sample": 0, "seed": 0}
+    return SimpleNamespace(
+        trial_id=trial_id, config={"study": study, "trial": {"lr": 1e-3, "depth": 2}}
+    )
+
+
+def _history(cb, trial, key: str = "dev_f1") -> list[int]:
+    run_id = cb._runs[trial.trial_id]
+    return [m.step for m in cb.tracker.client.client.get_metric_history(run_id, key)]
+
+
+def _report(cb, trial, step: int) -> None:
+    result = {"step": step, "dev_f1": step / 100, "dev_loss": 1.0, "node_id": "n1"}
+    cb.on_trial_result(0, [], trial, result)
+
+
+def _back_online(cb) -> None:
+    cb._flush(force=True)
+    assert not cb._pending
+
+
+@pytest.mark.parametrize("kind", ["lost", "refused"])
+def test_a_result_whose_write_failed_is_written_once(callback, kind):
+    cb, flaky = callback
+    trial = _trial()
+    cb.on_trial_start(0, [], trial)
+    _report(cb, trial, 6)
+    flaky.faults = [("log_batch", kind)]
+    _report(cb, trial, 12)
+    assert len(cb._pending) == 1  # queued for the next try
+    _report(cb, trial, 18)  # the server is still down: waits behind it, in order
+    _back_online(cb)
+    assert _history(cb, trial) == [6, 12, 18]
+    run = cb.tracker.client.get_run(cb._runs[trial.trial_id])
+    assert run.data.tags["ray_node_id"] == "n1"
+
+
+def test_params_refused_after_the_run_was_created_are_written_on_the_retry(callback):
+    cb, flaky = callback
+    trial = _trial()
+    flaky.faults = [("log_batch", "refused")]  # log_params is the first log_batch
+    cb.on_trial_start(0, [], trial)
+    assert cb._pending and trial.trial_id not in cb._runs
+    _back_online(cb)
+    run = cb.tracker.client.get_run(cb._runs[trial.trial_id])
+    assert run.data.params["lr"] == "0.001" and run.data.params["arm"] == "depth=2"
+    runs = cb.tracker.client.search_runs([cb.tracker.experiment_id], "tags.run_kind = 'trial'")
+    assert len(runs) == 1  # found again, not created twice
+
+
+def test_a_restored_trial_re_reporting_logged_steps_adds_nothing(callback):
+    cb, _ = callback
+    trial = _trial()
+    for step in (6, 12):
+        _report(cb, trial, step)
+    restored = _trial("t1")  # a new driver: no memory of what was logged
+    cb._runs.clear()
+    cb._logged_step.clear()
+    for step in (6, 12, 18):
+        _report(cb, restored, step)
+    assert _history(cb, restored) == [6, 12, 18]
+
+
+def test_result_batches_put_layers_at_their_index_and_fit_mlflow_limits():
+    final = {"step": 30, "final": True, "test_f1": 0.5, "dyn/cka/0": 1.0, "dyn/cka/1": 0.9}
+    ((metrics, tags),) = result_batches(final, 30, node="n1")
+    by_key = Counter((m.key, m.step) for m in metrics)
+    assert by_key == {("step", 30): 1, ("test_f1", 30): 1, ("dyn_cka", 0): 1, ("dyn_cka", 1): 1}
+    assert [(t.key, t.value) for t in tags] == [("ray_node_id", "n1")]
+
+    middle = {"step": 6, "dev_f1": 0.1, "dyn/cka/1": 0.9, "nan": float("nan")}
+    ((metrics, _),) = result_batches(middle, 6)
+    assert {m.key for m in metrics} == {"step", "dev_f1", "dyn_cka_L1"}
+    assert {m.step for m in metrics} == {6}
+
+    many = {f"m{i:04d}": float(i) for i in range(2 * MAX_BATCH)}
+    batches = result_batches(many, 1, node="n1")
+    assert all(len(m) + len(t) <= MAX_BATCH for m, t in batches)
+    assert sum(len(m) for m, _ in batches) == 2 * MAX_BATCH
+    assert [len(t) for _, t in batches] == [1, 0, 0]

@@ -131,7 +131,7 @@ def load_study_record(tracking_uri: str, study: str, run_id: str | None = None) 
     if frame.empty:
         raise UserInputError(f"study run {study_run} of {study} has no arm or trial runs")
     kind = frame["tags.run_kind"]
-    arm_frame, trial_frame = frame[kind == "arm"], frame[kind == "trial"]
+    arm_frame, trial_frame = frame[kind == "arm"], _own_columns(frame[kind == "trial"])
     trials = _trial_table(trial_frame)
     arms = _arms_in_plan_order(arm_frame, trials)
     plan = _parse(run.data.params.get("plan")) or {}
@@ -147,6 +147,16 @@ def load_study_record(tracking_uri: str, study: str, run_id: str | None = None) 
         extra_sets=_extra_sets(trials),
         dynamics=sorted(c for c in trials if c.startswith("dyn_") and not _PER_EVAL.search(c)),
     )
+
+
+def _own_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Only the metrics and params the trial runs have. MLflow gives every run the columns of
+    all the runs searched, and the arm runs gain summary metrics when a report is made: without
+    this, the trial table of a report made again would grow their empty columns."""
+    empty = [
+        c for c in frame if c.startswith(("metrics.", "params.")) and frame[c].isna().all()
+    ]  # fmt: skip
+    return frame.drop(columns=empty)
 
 
 def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:

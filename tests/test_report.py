@@ -91,6 +91,9 @@ def test_report_command_rebuilds_into_a_chosen_folder(finished_study, tmp_path):
     assert list(arms.arm) == ["depth=3", "depth=2"]  # plan order
     trials = pd.read_csv(tmp_path / "r" / "trials.csv")
     assert set(trials.lr) <= {1.0e-6, 3.0e-3}  # the searched factor, not the lr metric
+    # made again once the arm runs carry their summaries: the same trial table as the first
+    first = tmp / "reports" / "teststudy" / "trials.csv"
+    assert (tmp_path / "r" / "trials.csv").read_bytes() == first.read_bytes()
 
 
 @pytest.mark.parametrize(

@@ -118,8 +118,8 @@ def result_batches(
     items = [m for m in items if math.isfinite(m.value)]
     tags = [RunTag("ray_node_id", str(node))] if node is not None else []
     size = MAX_BATCH - len(tags)
-    batches = [(items[i : i + size], []) for i in range(0, len(items), size)] or [([], [])]
-    batches[0] = (batches[0][0], tags)
+    chunks = [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+    batches = [(chunk, tags if i == 0 else []) for i, chunk in enumerate(chunks)]
     return [(metrics, tags) for metrics, tags in batches if metrics or tags]
 
 

@@ -292,6 +292,15 @@ class Trial:
         return out
 
     # --- state ----------------------------------------------------------------------------
+    def checkpoint_bytes(self) -> int:
+        """About what `save` writes: the weights and two Adam moments per trained parameter
+        (the optimizer's state is empty until the first step, so it is estimated, not read)."""
+        weights = sum(t.numel() * t.element_size() for t in self.model.state_dict().values())
+        trained = sum(
+            p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad
+        )
+        return weights + 2 * trained
+
     def save(self, directory: str | Path) -> None:
         """Weights as safetensors; the rest as plain tensors and numbers (weights_only load)."""
         directory = Path(directory)

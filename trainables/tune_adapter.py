@@ -8,17 +8,47 @@ vocabulary.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
 from ray import tune
 
 from trainables.config import TrialConfig
 
+if TYPE_CHECKING:
+    from trainables.train import Trial
+
 TRIAL_KEY = "trial"
 FINAL_FILE = "final_result.json"
+MEMORY_FOLDER = Path("/dev/shm")
+
+
+def staging_folder(checkpoint_bytes: int, memory: Path = MEMORY_FOLDER) -> str | None:
+    """Where a checkpoint is written before Ray copies it into the study's storage.
+
+    Every evaluation writes one (weights and Adam moments, ~270 MB for MiniLM) and Ray copies
+    it at once, so the first write is only a staging copy: in memory (tmpfs) it costs no disk
+    write and no journal, and leaves the disk to the copy that stays. Falls back to the
+    default temporary folder (None) where there is no tmpfs or it has not twice that room.
+    """
+    try:
+        free = shutil.disk_usage(memory).free
+    except OSError:
+        return None
+    return str(memory) if free >= 2 * checkpoint_bytes and _writable(memory) else None
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError:
+        return False
+    return True
 
 
 def train_tagger(config: dict[str, Any]) -> None:
@@ -49,9 +79,25 @@ def train_tagger(config: dict[str, Any]) -> None:
             return
     trial = trial or Trial(TrialConfig.from_dict(config[TRIAL_KEY]))
     for metrics in trial.run():
-        with tempfile.TemporaryDirectory() as directory:
-            if metrics.get("final"):
-                (Path(directory) / FINAL_FILE).write_text(json.dumps(metrics))
-            else:
-                trial.save(directory)
+        with staged_checkpoint(trial, metrics) as directory:
             tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+@contextmanager
+def staged_checkpoint(trial: Trial, metrics: dict[str, Any]) -> Iterator[str]:
+    """The evaluation's checkpoint in a temporary folder, in memory where it has room. A
+    memory folder that fills while it is written (other trials staging theirs at the same
+    moment) gives way to the default temporary folder rather than failing the trial."""
+    for where in dict.fromkeys([staging_folder(trial.checkpoint_bytes()), None]):
+        with tempfile.TemporaryDirectory(dir=where) as directory:
+            try:
+                if metrics.get("final"):
+                    (Path(directory) / FINAL_FILE).write_text(json.dumps(metrics))
+                else:
+                    trial.save(directory)
+            except OSError:
+                if where is None:
+                    raise
+                continue
+            yield directory
+            return

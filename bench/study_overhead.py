@@ -13,7 +13,13 @@ default profile: all of WNUT-16, 3 epochs, batch 16, an evaluation and a checkpo
 steps; about two and a half minutes here); the options make shorter ones. Uses the embedded
 MiniLM + WNUT-16.
 
+This VM's speed drifts by several percent over minutes (plain trials' median tokens/s differed
+by 8% between two runs an hour apart), which one plain run and one study run after it cannot
+tell from overhead; `--rounds 2` runs plain, study, study, plain and gives the ratio of the
+sums, so a steady drift weighs on both sides alike.
+
     ./with-venv python bench/study_overhead.py [--trials-per-arm 3]
+    ./with-venv python bench/study_overhead.py --rounds 2   # plain, study, study, plain
     ./with-venv python bench/study_overhead.py --fraction 0.3 --eval-every 0   # ~70 s trials
 """
 
@@ -87,6 +93,8 @@ def _spread(values: list[float]) -> str:
 
 
 def study_wall(path: Path, folder: Path, concurrency: int) -> float:
+    """Wall time of `study.run` on the study file, its state and reports under `folder`."""
+    folder.mkdir()
     command = [
         sys.executable, "-m", "study.run", str(path), "--storage", str(folder / "ray"),
         "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}", "--num-cpus", str(concurrency),
@@ -99,6 +107,7 @@ def study_wall(path: Path, folder: Path, concurrency: int) -> float:
         sys.exit(f"the study failed:\n{done.stderr[-3000:]}")
     print(timeline(done.stderr, clock, wall))
     print(f"sum of trial times inside Ray: {trial_time_sum(folder / 'ray'):.1f} s")
+    print(f"study.run (Ray Tune + MLflow): wall {wall:.1f} s")
     return wall
 
 
@@ -145,6 +154,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--eval-every", type=int, help="steps between evaluations (0: per epoch)")
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="2: plain, study, study, plain, so a machine drifting in speed weighs on both alike",
+    )  # fmt: skip
     parser.add_argument("--study-only", action="store_true", help="skip the plain run (no ratio)")
     args = parser.parse_args()
     settings = default_profile_settings()
@@ -162,15 +175,26 @@ def main() -> None:
         configs = [c["trial"] for c in confirm_configs(spec, plan.arms, chosen)]
         shown = ", ".join(f"{k} {v}" for k, v in sorted(settings.items()))
         print(f"{len(configs)} trials of MiniLM on WNUT-16 ({shown}), {args.concurrency} at a time")
-        if not args.study_only:
-            plain, trial_sum = plain_wall(configs, args.concurrency)
-            print(f"plain trainables: wall {plain:.1f} s (sum of trial times {trial_sum:.1f} s)")
-        study = study_wall(path, folder, args.concurrency)
-        print(f"study.run (Ray Tune + MLflow): wall {study:.1f} s")
         if args.study_only:
+            study_wall(path, folder / "study", args.concurrency)
             return
-        extra = study - plain
-        print(f"study adds {extra:.1f} s in all, {extra / len(configs):.1f} s per trial")
+        order = ["plain", "study", "study", "plain"] if args.rounds == 2 else ["plain", "study"]
+        walls: dict[str, list[float]] = {"plain": [], "study": []}
+        for n, side in enumerate(order):
+            if side == "plain":
+                wall, trial_sum = plain_wall(configs, args.concurrency)
+                print(f"plain trainables: wall {wall:.1f} s (sum of trial times {trial_sum:.1f} s)")
+            else:
+                wall = study_wall(path, folder / f"study{n}", args.concurrency)
+            walls[side].append(wall)
+        plain, study = sum(walls["plain"]), sum(walls["study"])
+        extra = (study - plain) / len(walls["study"])
+        print(f"study adds {extra:.1f} s a run, {extra / len(configs):.1f} s per trial")
+        if len(walls["plain"]) > 1:
+            rounds = ", ".join(
+                f"{s / p:.3f}" for s, p in zip(walls["study"], walls["plain"], strict=True)
+            )
+            print(f"study / plain, each study beside the plain run next to it: {rounds}")
         print(f"overhead ratio study / plain: {study / plain:.3f} (target <= 1.10)")
 
 

@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, help="steps between evaluations (0: per epoch)")
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument(
-        "--rounds", type=int, default=1,
+        "--rounds", type=int, choices=[1, 2], default=1,
         help="2: plain, study, study, plain, so a machine drifting in speed weighs on both alike",
     )  # fmt: skip
     parser.add_argument("--study-only", action="store_true", help="skip the plain run (no ratio)")

@@ -4,6 +4,8 @@ to the exact model weights, data files and code that produced it."""
 from __future__ import annotations
 
 import hashlib
+import os
+import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -66,3 +68,27 @@ def code_version() -> str:
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "ner-depth-study " + metadata.version("ner-depth-study")
+
+
+def hardware() -> str:
+    """Where the driver runs and what Ray sees, for the report's reproducibility block."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    text = f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    try:
+        import ray
+
+        if ray.is_initialized():
+            resources = ray.cluster_resources()
+            nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+            text += (f"; Ray: {nodes} node(s), {resources.get('CPU', 0):g} CPUs, "
+                     f"{resources.get('GPU', 0):g} GPUs")  # fmt: skip
+    except Exception:  # noqa: BLE001 - a description, never a reason to stop
+        pass
+    return text

@@ -260,11 +260,56 @@ def run_explore(context: PhaseContext) -> bool:
     return _run_phase(context, EXPLORE, searcher, scheduler, phase.trials)
 
 
-def run_confirm(context: PhaseContext, chosen: dict[str, list[dict[str, Any]]]) -> bool:
-    configs = confirm_configs(context.spec, context.plan.arms, chosen)
+def run_confirm(
+    context: PhaseContext,
+    chosen: dict[str, list[dict[str, Any]]],
+    name: str = CONFIRM,
+    arms: list | None = None,
+    seeds: tuple[int, ...] | None = None,
+    skip: frozenset[tuple[str, int]] = frozenset(),
+) -> bool:
+    """One confirm round (a Ray experiment of its own): the given arms on the given seeds."""
+    arms = context.plan.arms if arms is None else arms
+    configs = confirm_configs(context.spec, arms, chosen, seeds, skip)
+    if not configs:
+        return True
     searcher = PlannedSearcher(context.spec, configs)
     scheduler = LimitedFIFO(searcher, context.max_concurrent)
-    return _run_phase(context, CONFIRM, searcher, scheduler, len(configs))
+    return _run_phase(context, name, searcher, scheduler, len(configs))
+
+
+def completed_explore_trials(
+    context: PhaseContext, chosen: dict[str, list[dict[str, Any]]]
+) -> list[tuple[str, int, int]]:
+    """(arm, sample, seed) of explore trials that ran a chosen sample on a confirm seed to
+    their end: with reuse_explore_seeds they stand in for the confirm trial."""
+    confirm_seeds = set(context.spec.confirm.seeds)
+    analysis = tune.ExperimentAnalysis(context.store.join(context.study_dir, EXPLORE))
+    found = []
+    for trial in analysis.trials:
+        tags, config = trial.config["study"], trial.config["trial"]
+        params = {k: config[k] for k in context.spec.search}
+        finished = (trial.last_result or {}).get("final")
+        if finished and tags["seed"] in confirm_seeds and params in chosen[tags["arm"]]:
+            found.append((tags["arm"], int(tags["sample"]), int(tags["seed"])))
+    return sorted(found)
+
+
+def tag_trial_runs(
+    context: PhaseContext, trials: list[tuple[str, int, int]], tags: dict[str, str]
+) -> None:
+    """Tag the MLflow runs of explore trials given as (arm, sample, seed)."""
+    tracker = StudyTracker(context.tracking_uri, context.spec.name)
+    for arm, sample, seed in trials:
+        runs = tracker.client.search_runs(
+            [tracker.experiment_id],
+            filter_string=f"tags.study_run_id = '{context.study_run}' and tags.phase = '{EXPLORE}'"
+            f" and tags.sample = '{sample}' and tags.seed = '{seed}'",
+            max_results=100,
+        )
+        for run in runs:
+            if run.data.tags.get("arm") == arm:
+                tracker.set_tags(run.info.run_id, tags)
 
 
 def choose_samples(context: PhaseContext) -> dict[str, list[dict[str, Any]]]:

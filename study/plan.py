@@ -42,7 +42,9 @@ def arms(spec: StudySpec) -> list[Arm]:
     return [Arm(i, dict(zip(names, values, strict=True))) for i, values in enumerate(combos)]
 
 
-def trial_config(spec: StudySpec, arm: Arm, sample: dict[str, Any], seed: int) -> dict[str, Any]:
+def trial_config(
+    spec: StudySpec, arm: Arm, sample: dict[str, Any], seed: int, data_seed: int | None = None
+) -> dict[str, Any]:
     """The plain dict a trial is built from (DESIGN §5: YAML → spec → dict → trainable).
 
     Threads follow the trial's CPU reservation so that concurrent trials do not oversubscribe
@@ -53,6 +55,8 @@ def trial_config(spec: StudySpec, arm: Arm, sample: dict[str, Any], seed: int) -
     config.update(arm.factors)
     config.update(sample)
     config["seed"] = seed
+    if data_seed is not None:
+        config["data_seed"] = data_seed
     config.setdefault("threads", max(1, math.floor(spec.resources.get("cpu", 1))))
     if spec.resources.get("gpu", 0) > 0:
         config.setdefault("device", "cuda")
@@ -68,15 +72,26 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def study_tags(phase: str, arm: Arm, sample: int, seed: int) -> dict[str, Any]:
+def study_tags(
+    phase: str, arm: Arm, sample: int, seed: int, data_seed: int | None = None
+) -> dict[str, Any]:
     """What the orchestration attaches beside the trial config (config key `study`)."""
-    return {"phase": phase, "arm": arm.id, "arm_index": arm.index, "sample": sample, "seed": seed}
+    tags = {"phase": phase, "arm": arm.id, "arm_index": arm.index, "sample": sample, "seed": seed}
+    if data_seed is not None:
+        tags["data_seed"] = data_seed
+    return tags
 
 
 def trial_key(tags: dict[str, Any]) -> str:
     """A name for one trial that is stable across driver restarts (Ray's ids are too, but a
     key built from the plan also survives a re-planned confirm phase)."""
-    return f"{tags['phase']}/{tags['arm']}/sample{tags['sample']}/seed{tags['seed']}"
+    key = f"{tags['phase']}/{tags['arm']}/sample{tags['sample']}/seed{tags['seed']}"
+    return key + (f"/data{tags['data_seed']}" if tags.get("data_seed") is not None else "")
+
+
+def round_name(round_index: int) -> str:
+    """The Ray experiment of one confirm round: `confirm`, then `confirm-round1`, ..."""
+    return CONFIRM if round_index == 0 else f"{CONFIRM}-round{round_index}"
 
 
 @dataclass
@@ -87,10 +102,14 @@ class PhasePlan:
     seeds: tuple[int, ...]
     epochs_per_trial: float
     pruning: str
+    looks: tuple[int, ...] = ()  # confirm: seed counts after each round (the last = all)
+    data_seeds: tuple[int, ...] | None = None  # confirm: crossed with every seed
 
     @property
     def trials(self) -> int:
-        return self.arms * self.samples_per_arm * len(self.seeds)
+        """At most: rounds stop early once every comparison is decided."""
+        crossed = len(self.data_seeds) if self.data_seeds else 1
+        return self.arms * self.samples_per_arm * len(self.seeds) * crossed
 
     @property
     def trial_epochs(self) -> float:
@@ -129,13 +148,37 @@ class StudyPlan:
             searched = ", ".join(f"{k} ~ {_describe(d)}" for k, d in spec.search.items())
             lines.append(f"  searched per arm: {searched}")
         for p in self.phases:
+            crossed = (
+                f" x {len(p.data_seeds)} data seeds {list(p.data_seeds)}" if p.data_seeds else ""
+            )
             lines.append(
                 f"  {p.name}: {p.arms} arms x {p.samples_per_arm} samples x "
-                f"{len(p.seeds)} seeds {list(p.seeds)} = {p.trials} trials, "
+                f"{len(p.seeds)} seeds {list(p.seeds)}{crossed} = {p.trials} trials, "
                 f"<= {p.trial_epochs:g} trial-epochs ({p.pruning})"
             )
-        lines.append(f"  total: {self.trials} trials")
+            if len(p.looks) > 1:
+                lines.append(f"    rounds: seeds after each round {list(p.looks)}; a round runs "
+                             "only the arms with an undecided comparison")  # fmt: skip
+        lines += self._seed_lines() + self._analysis_lines()
+        lines.append(f"  total: at most {self.trials} trials")
         return "\n".join(lines)
+
+    def _seed_lines(self) -> list[str]:
+        explore = next((p for p in self.phases if p.name == EXPLORE), None)
+        confirm = next((p for p in self.phases if p.name == CONFIRM), None)
+        if not (explore and confirm):
+            return []
+        shared = sorted(set(explore.seeds) & set(confirm.seeds))
+        if not shared:
+            return ["  seeds: explore and confirm share none (the seeds that choose never "
+                    "estimate)"]  # fmt: skip
+        return [f"  seeds: confirm reuses explore seeds {shared} (reuse_explore_seeds: true): "
+                "their explore trials of the chosen sample count as confirm trials"]  # fmt: skip
+
+    def _analysis_lines(self) -> list[str]:
+        a = self.spec.analysis
+        return [f"  analysis (declared): primary {a.primary}, margin {a.margin:g}, "
+                f"alpha {a.alpha:g}, spending {a.spending}; other metrics exploratory"]  # fmt: skip
 
 
 def _describe(dist: Any) -> str:
@@ -188,6 +231,8 @@ def make_plan(spec: StudySpec) -> StudyPlan:
                 spec.confirm.seeds,
                 mean_epochs,
                 "never pruned",
+                spec.confirm.looks,
+                spec.confirm.data_seeds,
             )
         )
     return plan

@@ -30,6 +30,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from study import plots, stats
+from study import report_followups as followups
 from study.report_data import (
     CONFIRM,
     StudyRecord,
@@ -40,6 +41,7 @@ from study.report_data import (
 from study.report_heads import heads_tables, is_heads_study
 from study.report_markdown import render_markdown
 from study.tracking import default_tracking_uri
+from study.variance import variance_table
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -56,9 +58,10 @@ class Report:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # study-specific extras
 
     def summary_line(self) -> str:
-        significant = sum(c.significant for c in self.comparisons)
-        return (f"report: {self.folder / 'README.md'} ({len(self.comparisons)} comparisons, "
-                f"{significant} significant after Holm)")  # fmt: skip
+        primary = [c for c in self.comparisons if c.primary]
+        verdicts = ", ".join(f"{c.arm_a} vs {c.arm_b}: {c.outcome}" for c in primary)
+        return (f"report: {self.folder / 'README.md'} ({len(primary)} primary comparison(s) "
+                f"on {self.record.analysis.primary}: {verdicts or 'none'})")  # fmt: skip
 
 
 def report_folder(root: Path | str, study: str, profile: str | None) -> Path:
@@ -94,7 +97,13 @@ def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> 
         json.loads(record.tags["compare_baseline"]) if "compare_baseline" in record.tags else None
     )
     comparisons = stats.compare_arms(
-        record.scores(), record.arms, record.grid, record.metrics, baseline, aso_kwargs=aso
+        record.scores(),
+        record.arms,
+        record.grid,
+        record.metrics,
+        baseline,
+        aso_kwargs=aso,
+        analysis=record.analysis,
     )
     curves = learning_curves(record, CONFIRM)
     dynamics = layer_dynamics(record)
@@ -105,14 +114,30 @@ def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> 
         "heatmap": plots.factor_heatmap(record, SUMMARY_METRIC, folder / "heatmap.png"),
         "dynamics": plots.dynamics_heatmaps(dynamics, record, folder / "dynamics.png"),
     }
+    tables = _followup_tables(record)
+    drawn["expected_max"] = followups.plot_expected_max(tables["expected_max"],
+                                                         folder / "expected_max.png")  # fmt: skip
     figures = {k: v for k, v in drawn.items() if v is not None}
-    report = Report(record, arm_summary(record), comparisons, figures, folder)
+    report = Report(record, arm_summary(record), comparisons, figures, folder, tables)
     if is_heads_study(record):
         for metric in ("test_f1", "dev_f1"):
             report.tables.update(heads_tables(record, metric))
     _write_tables(report, curves, dynamics)
     (folder / "README.md").write_text(render_markdown(report))
     return report
+
+
+def _followup_tables(record: StudyRecord) -> dict[str, pd.DataFrame]:
+    """What a reader asks next: expected best dev F1 against trials and trial-hours, the rate
+    of degenerate runs, and (with data seeds) initialisation vs data-order variance."""
+    tables = {
+        "expected_max": followups.expected_max_table(record),
+        "degenerate": followups.degenerate_table(record),
+    }
+    split = variance_table(record, [record.analysis.primary, "dev_f1"])
+    if not split.empty:
+        tables["variance_split"] = split
+    return tables
 
 
 def _write_tables(report: Report, curves: pd.DataFrame, dynamics: pd.DataFrame) -> None:
@@ -196,7 +221,8 @@ def arm_metrics(report: Report) -> dict[str, dict[str, float]]:
     for c in report.comparisons:
         label = comparison_label(c, report.record.arms)
         figures = {"diff": c.diff, "ci_low": c.ci_low, "ci_high": c.ci_high,
-                   "p_holm": c.p_holm, "eps_min": c.eps_winner}  # fmt: skip
+                   "p_holm": c.p_holm, "p_equivalence": c.p_equivalence_holm,
+                   "eps_min": c.eps_winner}  # fmt: skip
         for name, value in figures.items():
             out.setdefault(c.arm_a, {})[metric_key("cmp", label, c.metric, name)] = value
     return out
@@ -212,13 +238,16 @@ def log_to_runs(report: Report) -> None:
         items = [Metric(k, float(v), now, 0) for k, v in values.items() if _finite(v)]
         for start in range(0, len(items), 500):
             client.log_batch(run_id, metrics=items[start : start + 500])
-    significant = sum(c.significant for c in report.comparisons)
+    primary = [c for c in report.comparisons if c.primary]
+    counts = {"comparisons": len(report.comparisons), "primary_comparisons": len(primary)}
+    for outcome in ("A better", "B better", "equivalent", "A non-inferior", "B non-inferior",
+                    "inconclusive"):  # fmt: skip
+        counts[f"verdicts_{outcome.replace(' ', '_').replace('-', '_')}"] = sum(
+            c.outcome == outcome for c in primary
+        )
     client.log_batch(
         report.record.run_id,
-        metrics=[
-            Metric("comparisons", float(len(report.comparisons)), now, 0),
-            Metric("comparisons_significant", float(significant), now, 0),
-        ],
+        metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()],
     )
     client.log_artifacts(report.record.run_id, str(report.folder), artifact_path="report")
 

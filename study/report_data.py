@@ -18,7 +18,11 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from study.analysis import TAG as ANALYSIS_TAG
+from study.analysis import Analysis
 from trainables.errors import UserInputError
+
+REUSED_TAG = "confirm_reused"  # an explore trial that also counts as a confirm trial
 
 CONFIRM, EXPLORE = "confirm", "explore"
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
@@ -63,17 +67,38 @@ class StudyRecord:
         study_metric = (self.plan.get("metric") or {}).get("name")
         return out + [study_metric] if study_metric and study_metric not in out else out
 
-    def confirm_completed(self) -> pd.DataFrame:
-        t = self.trials
-        return t[(t.phase == CONFIRM) & (t.status == "completed")]
+    @property
+    def analysis(self) -> Analysis:
+        """The analysis the study declared, as the driver recorded it before any trial ran."""
+        return Analysis.from_json(self.tags.get(ANALYSIS_TAG))
 
-    def scores(self) -> dict[str, dict[str, dict[int, float]]]:
-        """scores[arm][metric][seed] over completed confirm trials (one sample per arm)."""
-        out: dict[str, dict[str, dict[int, float]]] = {}
+    @property
+    def crossed(self) -> bool:
+        """Whether confirm trials cross seeds with separate data seeds."""
+        t = self.confirm_completed()
+        return "data_seed" in t and t["data_seed"].notna().any()
+
+    def confirm_completed(self) -> pd.DataFrame:
+        """Completed confirm trials, and explore trials that stand in for one
+        (reuse_explore_seeds): same configuration, same seed, run once."""
+        t = self.trials
+        reused = t[REUSED_TAG] == "true" if REUSED_TAG in t else False
+        return t[((t.phase == CONFIRM) | reused) & (t.status == "completed")]
+
+    def units(self, rows: pd.DataFrame) -> list:
+        """The pairing unit of each row: its seed, or (seed, data seed) when crossed."""
+        if not self.crossed:
+            return [int(s) for s in rows.seed]
+        return [(int(s), int(d)) for s, d in zip(rows.seed, rows.data_seed, strict=True)]
+
+    def scores(self) -> dict[str, dict[str, dict]]:
+        """scores[arm][metric][unit] over completed confirm trials (one sample per arm)."""
+        out: dict[str, dict[str, dict]] = {}
         done = self.confirm_completed()
         for arm, rows in done.groupby("arm", sort=False):
+            units = self.units(rows)
             out[arm] = {
-                m: dict(zip(rows.seed, rows[m], strict=True)) for m in self.metrics if m in rows
+                m: dict(zip(units, rows[m], strict=True)) for m in self.metrics if m in rows
             }
         return out
 
@@ -161,12 +186,14 @@ def _own_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per trial with plain column names; factor params parsed back to values."""
-    tags = {"arm": "arm", "phase": "phase", "status": "status", "error": "error"}
+    tags = {"arm": "arm", "phase": "phase", "status": "status", "error": "error",
+            REUSED_TAG: REUSED_TAG}  # fmt: skip
     out = pd.DataFrame({"run_id": frame["run_id"]})
     for column, tag in tags.items():
         out[column] = frame.get(f"tags.{tag}", pd.Series(dtype=object))
     out["sample"] = pd.to_numeric(frame["tags.sample"]).astype(int)
     out["seed"] = pd.to_numeric(frame["tags.seed"]).astype(int)
+    out["duration_s"] = _duration_s(frame)
     # factors (params) over same-named metrics: the `lr` metric is the schedule's last value
     parsed = {
         c.removeprefix("metrics."): frame[c].astype(float)
@@ -186,6 +213,16 @@ def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.concat([out, pd.DataFrame(parsed, index=frame.index)], axis=1)
     order = ["phase", "arm_index", "sample", "seed"] if "arm_index" in out else ["phase", "seed"]
     return out.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def _duration_s(frame: pd.DataFrame) -> pd.Series:
+    """Wall time of each trial run (created when the trial started, ended when it stopped),
+    for trial-hours in the report; NaN for a run that never ended."""
+    if "start_time" not in frame or "end_time" not in frame:
+        return pd.Series(float("nan"), index=frame.index)
+    start = pd.to_datetime(frame["start_time"], utc=True)
+    end = pd.to_datetime(frame["end_time"], utc=True)
+    return (end - start).dt.total_seconds()
 
 
 def _arms_in_plan_order(arm_frame: pd.DataFrame, trials: pd.DataFrame) -> dict[str, dict]:

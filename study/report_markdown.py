@@ -11,6 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from study import stats
+from study.report_followups import reproducibility_block
 
 if TYPE_CHECKING:
     from study.report import Report
@@ -21,6 +22,8 @@ FIGURES = {
     "over seeds.",
     "heatmap": "Confirm phase: mean test F1 over the two grid factors.",
     "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms.",
+    "expected_max": "Expected best dev F1 against the number of confirm runs and trial-hours, "
+    "per arm (unbiased estimator over i.i.d. seeds).",
     "dynamics": "Confirm phase: how far each layer moved from the pretrained encoder at the "
     "end of training (weight L2, attention JS divergence, CKA, SVCCA), mean over seeds.",
 }
@@ -116,65 +119,159 @@ def _mean_std(row: dict, metric: str) -> str:
     return text + (f" (n={n})" if n != row["n_seeds"] else "")
 
 
-def _comparison_section(report: Report) -> str:
-    comps = report.comparisons
-    if not comps:
-        return "## Comparisons\n\nThe study has fewer than two comparable arms."
-    tested = sum(c.n >= 2 for c in comps)
-    header = ["A vs B", "metric", "n", "mean A", "mean B", "A − B", "95% CI", "p (t)",
-              "p (Wilcoxon)", "Holm p", "d_z", "ε_min", "seeds for 80% power"]  # fmt: skip
-    rows = [
-        [f"`{c.arm_a}` vs `{c.arm_b}`", c.metric, str(c.n), _num(c.mean_a), _num(c.mean_b),
-         _num(c.diff), f"[{_num(c.ci_low)}, {_num(c.ci_high)}]", _p(c.p_t), _p(c.p_wilcoxon),
-         _p(c.p_holm), _num(c.cohens_d, 2), f"{c.eps_winner:.2f}",
-         str(c.seeds_for_power or "–")]
-        for c in comps
-    ]  # fmt: skip
-    method = (
-        "Arms that differ in one factor are compared **paired by seed** on the confirm phase "
-        "(A − B per seed). p (t): paired t-test; p (Wilcoxon): signed-rank test (its smallest "
-        "two-sided p with n seeds is 2/2^n, 0.0625 for 5); Holm p: the t-test p with Holm's "
-        f"correction over all {tested} tested comparisons below; 95% CI: percentile bootstrap "
-        "of the mean difference; d_z: mean difference / std of the differences; ε_min: almost "
-        "stochastic order (deepsig, Bonferroni-corrected for the number of arm pairs) of the "
-        f"arm with the better mean over the other (< {stats.ASO_TAU} = dominates); seeds for "
-        "80% power: paired seeds a t-test would need to detect a true effect of this d_z."
+def _analysis_section(report: Report) -> str:
+    """The declared analysis and the seeds, first: what the verdicts below may be read as."""
+    a = report.record.analysis
+    rounds = (
+        f"the confirm phase ran in rounds, seeds after each look {list(a.looks)}, alpha spent "
+        f"{a.spending.replace('_', '-')} style over the looks and split evenly over the "
+        "primary comparisons"
+        if a.sequential
+        else "one look at all confirm seeds; Holm's correction over the primary comparisons"
     )
-    verdicts = "\n".join(f"- {c.verdict()}" for c in comps)
-    return f"## Comparisons\n\n{method}\n\n{_table(header, rows)}\n\n{verdicts}"
+    lines = [
+        "## Declared analysis",
+        "",
+        f"Declared in the study file before any trial ran and recorded on the study run: "
+        f"primary metric **{a.primary}**, margin **±{a.margin:g}** (in {a.primary} units), "
+        f"family-wise **α = {a.alpha:g}**; {rounds}. Only the primary metric's comparisons "
+        "carry verdicts; every other metric is exploratory (unadjusted p, no verdict).",
+        "",
+        _seed_line(report),
+    ]
+    if a.data_seeds > 1:
+        lines.append(f"Each seed is crossed with {a.data_seeds} data seeds (data subset and "
+                     "order); a pair is one (seed, data seed) unit.")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _seed_line(report: Report) -> str:
+    t = report.record.trials
+    explore = sorted(set(t[t.phase == "explore"].seed))
+    confirm = sorted(
+        set(report.record.confirm_completed().seed) | set(t[t.phase == "confirm"].seed)
+    )
+    shared = sorted(set(explore) & set(confirm))
+    seeds = f"Explore seeds {explore or 'none'}; confirm seeds {confirm or 'none'}."
+    if not shared:
+        return seeds + " No seed that chose a configuration also estimates it."
+    return (seeds + f" **Confirm reuses explore seeds {shared}** (`reuse_explore_seeds: true`): "
+            "those seeds also chose the configuration, so the confirm means of their arms are "
+            "biased upward by the selection (winner's curse).")  # fmt: skip
+
+
+def _primary_section(report: Report) -> str:
+    comps = [c for c in report.comparisons if c.primary]
+    if not comps:
+        return ""
+    a = report.record.analysis
+    header = ["A vs B", "verdict", "n", "A − B", "interval (level)", "p", "TOST p",
+              "p A n.-i.", "p B n.-i.", "TOST interval (1 − 2α)", "Wilcoxon p (min)",
+              "d_z", "ε_min", "P(A beats B)", "power at margin", "seeds for 80%"]  # fmt: skip
+    rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", f"**{c.outcome}**", str(c.n), _num(c.diff),
+             f"[{_num(c.ci_low)}, {_num(c.ci_high)}] ({100 * (1 - c.level):.4g}%)",
+             _p(_adj(c.p_holm, c.p_t)), _p(_adj(c.p_equivalence_holm, c.p_equivalence)),
+             _p(_adj(c.p_a_noninferior_holm, c.p_a_noninferior)),
+             _p(_adj(c.p_b_noninferior_holm, c.p_b_noninferior)),
+             f"[{_num(c.tost_low)}, {_num(c.tost_high)}]",
+             f"{_p(c.p_wilcoxon)} ({_p(c.wilcoxon_min_p)})", _num(c.cohens_d, 2),
+             f"{c.eps_winner:.2f}", _win(c), _num(c.power_at_margin, 2),
+             str(c.seeds_for_margin or "–")] for c in comps]  # fmt: skip
+    boot = [c for c in comps if not math.isnan(c.boot_low)]
+    method = (
+        f"Primary metric `{a.primary}`, paired by seed on the confirm phase (A − B per seed). "
+        "Verdicts: *A/B better* when the paired t-test rejects a zero difference; *equivalent* "
+        f"when two one-sided t-tests (statsmodels' `ttost_paired`) put the difference inside "
+        f"±{a.margin:g}; *A (B) non-inferior* when a one-sided t-test rejects that A (B) is worse "
+        "by the margin or more; otherwise *inconclusive*, with the seeds that would give 80% "
+        "power against a difference of one margin at the observed spread. p, TOST p and the "
+        "non-inferiority p are Holm-adjusted over the primary comparisons (at the deciding "
+        "look's nominal level when sequential). The interval is the paired t interval at the "
+        "level the test used, so it excludes 0 exactly when the test rejects; the TOST interval "
+        "lies inside ±margin exactly when equivalence is shown. Wilcoxon's signed-rank p is "
+        "shown with the smallest p it can reach with n seeds. ε_min: almost stochastic order "
+        f"(deepsig) at confidence 1 − α/k, Bonferroni over the k arm pairs (< {stats.ASO_TAU} = "
+        "dominates). P(A beats B): share of seeds where A is better, with its Clopper-Pearson "
+        "interval: the chance A wins on a new seed."
+    )
+    out = ["## Verdicts (primary metric)", "", method, "", _table(header, rows), ""]
+    out += [f"- {c.verdict()}" for c in comps]
+    if boot:
+        out += ["", "Percentile bootstrap intervals (shown from "
+                f"{stats.BOOTSTRAP_MIN_SEEDS} seeds on):"]  # fmt: skip
+        out += [f"- `{c.arm_a}` vs `{c.arm_b}`: [{_num(c.boot_low)}, {_num(c.boot_high)}]"
+                for c in boot]  # fmt: skip
+    return "\n".join(out)
+
+
+def _win(c: stats.Comparison) -> str:
+    if math.isnan(c.win_rate):
+        return "n/a"
+    return f"{c.win_rate:.2f} [{c.win_low:.2f}, {c.win_high:.2f}]"
+
+
+def _adj(adjusted: float, raw: float) -> float:
+    return raw if adjusted is None or math.isnan(adjusted) else adjusted
+
+
+def _exploratory_section(report: Report) -> str:
+    comps = [c for c in report.comparisons if not c.primary]
+    if not comps:
+        return ""
+    header = ["A vs B", "metric", "n", "mean A", "mean B", "A − B", "95% t interval",
+              "p (t, unadjusted)", "Wilcoxon p (min)", "d_z", "ε_min"]  # fmt: skip
+    rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", c.metric, str(c.n), _num(c.mean_a), _num(c.mean_b),
+             _num(c.diff), f"[{_num(c.ci_low)}, {_num(c.ci_high)}]", _p(c.p_t),
+             f"{_p(c.p_wilcoxon)} ({_p(c.wilcoxon_min_p)})", _num(c.cohens_d, 2),
+             f"{c.eps_winner:.2f}"] for c in comps]  # fmt: skip
+    return (
+        "## Exploratory comparisons (not the declared primary metric)\n\nUnadjusted p-values "
+        "and intervals, for orientation only: no verdict is drawn from them, and with many "
+        "metrics some will look significant by chance.\n\n" + _table(header, rows)
+    )
 
 
 def summary(report: Report) -> str:
-    """What the data show, in words, from the statistics alone."""
-    comps = [c for c in report.comparisons if c.n >= 2]
-    untested = len(report.comparisons) - len(comps)
-    significant = [c for c in comps if c.significant]
+    """What the data show, in words, from the verdicts alone."""
+    primary = [c for c in report.comparisons if c.primary]
+    a = report.record.analysis
     lines = ["## What the data show", ""]
-    if not comps:
-        lines.append("No comparison could be tested: fewer than two paired seeds per arm pair.")
-    elif not significant:
-        lines.append(
-            f"**No significant difference.** None of the {len(comps)} comparisons is "
-            f"significant after Holm correction (α = {stats.ALPHA}). Differences of the "
-            "observed sizes would need the seed counts in the power column to be detected."
-        )
+    if not primary:
+        lines.append(f"No comparison of the primary metric `{a.primary}` could be made.")
     else:
-        verb = "is" if len(significant) == 1 else "are"
-        lines.append(f"{len(significant)} of {len(comps)} comparisons {verb} significant after "
-                     f"Holm correction (α = {stats.ALPHA}):")  # fmt: skip
-        lines += [f"- {c.verdict()}" for c in significant]
-    dominated = [c for c in comps if c.eps_winner < stats.ASO_TAU and not c.significant]
-    if dominated:
-        lines.append("")
-        lines.append("Almost stochastic order points one way without a significant t-test in:")
-        lines += [f"- {c.metric}: {'A' if c.a_better else 'B'} = "
-                  f"`{c.arm_a if c.a_better else c.arm_b}`, ε_min {c.eps_winner:.2f}"
-                  for c in dominated]  # fmt: skip
+        lines.append(f"Verdicts on the declared primary metric `{a.primary}` (margin "
+                     f"±{a.margin:g}, α = {a.alpha:g}):")  # fmt: skip
+        lines += [f"- {c.verdict()}" for c in primary]
+        if any(c.outcome == "inconclusive" for c in primary):
+            lines += ["", "*Inconclusive* is not *as good*: neither a difference nor "
+                      "equivalence within the margin was shown with these seeds."]  # fmt: skip
     notes = [c for c in report.comparisons if c.note]
-    if untested or notes:
+    if notes:
         lines.append("")
         lines += [f"- Note ({c.arm_a} vs {c.arm_b}, {c.metric}): {c.note}" for c in notes]
     return "\n".join(lines)
+
+
+def followups_section(report: Report) -> str:
+    """Expected best score for a budget, degenerate runs, the variance split, reproducibility."""
+    t = report.tables
+    out = ["## What a reader asks next", ""]
+    if not t["expected_max"].empty:
+        best = t["expected_max"].groupby("arm", sort=False).last().reset_index()
+        out += ["Expected best dev F1 of n confirm runs of the arm's configuration (unbiased "
+                "estimator over the i.i.d. confirm seeds; `expected_max.csv` has every n, "
+                "`expected_max.png` plots it against runs and trial-hours). Largest n:", "",
+                _frame_table(best), ""]  # fmt: skip
+    if not t["degenerate"].empty:
+        out += ["Degenerate runs (diverged, or dev F1 at the all-O level, i.e. no entity "
+                "predicted) beside the mean over all seeds:", "",
+                _frame_table(t["degenerate"]), ""]  # fmt: skip
+    if "variance_split" in t:
+        out += ["Seed variance split into weight initialisation (`seed`) and data subset and "
+                "order (`data_seed`), two-way crossed random effects (Dodge et al. 2020):", "",
+                _frame_table(t["variance_split"]), ""]  # fmt: skip
+    out += ["### Reproducibility", "", reproducibility_block(report.record)]
+    return "\n".join(out)
 
 
 def _extra_sets(report: Report) -> str:
@@ -238,8 +335,9 @@ def _files() -> str:
 
 def render_markdown(report: Report) -> str:
     sections = [
-        _header(report), summary(report), _what_ran(report), _arm_section(report),
-        _extra_sets(report), _heads_section(report), _comparison_section(report),
+        _header(report), _analysis_section(report), summary(report), _what_ran(report),
+        _arm_section(report), _extra_sets(report), _heads_section(report),
+        _primary_section(report), _exploratory_section(report), followups_section(report),
         _figures(report), _files(),
     ]  # fmt: skip
     return "\n\n".join(s for s in sections if s) + "\n"

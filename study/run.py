@@ -26,8 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from study import phases
-from study.fingerprint import code_version, data_fingerprint, model_fingerprint
+from study.analysis import TAG as ANALYSIS_TAG
+from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
 from study.plan import CONFIRM, EXPLORE, make_plan
+from study.rounds import run_confirm_rounds
 from study.saved_state import SpaceReserve, rewrite_from_staging
 from study.spec import load_study
 from study.storage import StudyStore
@@ -256,6 +258,8 @@ def _mlflow_runs(
         "model_fingerprint": model_fingerprint(spec.model),
         "data_fingerprint": data_fingerprint(spec.data),
         "study_file": str(spec.path),
+        "hardware": hardware(),
+        ANALYSIS_TAG: spec.analysis.to_json(),
     }
     if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
         tags["compare_baseline"] = json.dumps(spec.compare_baseline)
@@ -279,7 +283,7 @@ def _run_phases(context: phases.PhaseContext, state: dict[str, Any]) -> bool:
         chosen = state.get("chosen") or phases.choose_samples(context)
         state["chosen"] = chosen
         context.store.write_state(context.study_dir, state)
-        if not phases.run_confirm(context, chosen):
+        if not run_confirm_rounds(context, state, chosen):
             return False
         state["phases_done"].append(CONFIRM)
         context.store.write_state(context.study_dir, state)

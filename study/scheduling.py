@@ -442,19 +442,28 @@ class PlannedSearcher(_SavedSearcher):
 
 
 def confirm_configs(
-    spec: StudySpec, arms: list[Arm], chosen: dict[str, list[dict[str, Any]]]
+    spec: StudySpec,
+    arms: list[Arm],
+    chosen: dict[str, list[dict[str, Any]]],
+    seeds: tuple[int, ...] | None = None,
+    skip: frozenset[tuple[str, int]] = frozenset(),
 ) -> list[dict]:
-    """Every chosen sample of every arm on every confirm seed; seed-major so that an
-    interrupted confirm phase still has complete pairs across arms for the seeds it finished."""
+    """Every chosen sample of every given arm on the given confirm seeds (all by default),
+    crossed with the data seeds when the study has them; seed-major so that an interrupted
+    confirm phase still has complete pairs across arms for the seeds it finished. `skip`
+    holds (arm, seed) pairs whose explore trial is reused (reuse_explore_seeds)."""
     assert spec.confirm is not None
     configs = []
-    for seed in spec.confirm.seeds:
-        for arm in arms:
-            for index, params in enumerate(chosen[arm.id]):
-                configs.append(
-                    {
-                        "trial": trial_config(spec, arm, params, seed),
-                        "study": study_tags(CONFIRM, arm, index, seed),
-                    }
-                )
+    for seed in spec.confirm.seeds if seeds is None else seeds:
+        for data_seed in spec.confirm.data_seeds or (None,):
+            for arm in arms:
+                if (arm.id, seed) in skip:
+                    continue
+                for index, params in enumerate(chosen[arm.id]):
+                    configs.append(
+                        {
+                            "trial": trial_config(spec, arm, params, seed, data_seed),
+                            "study": study_tags(CONFIRM, arm, index, seed, data_seed),
+                        }
+                    )
     return configs

@@ -24,6 +24,7 @@ from typing import Any, Union
 
 import yaml
 
+from study.analysis import SPENDING, Analysis
 from trainables import layouts
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, ModelError
@@ -46,10 +47,16 @@ TOP_LEVEL_KEYS = (
     "resources",
     "max_failures",
     "compare",
+    "analysis",
     "profiles",
 )
 # Trial settings that are not factors, and the top-level key that sets each instead.
-SET_AT_TOP = {"model": "model", "data": "data", "seed": "seeds"}
+SET_AT_TOP = {
+    "model": "model",
+    "data": "data",
+    "seed": "seeds",
+    "data_seed": "phases.confirm.data_seeds",
+}
 FACTORS = tuple(name for name in TrialConfig.field_names() if name not in SET_AT_TOP)
 SECTIONS = ("grid", "search", "fixed")
 DISTRIBUTION_KEYS = {
@@ -100,8 +107,30 @@ class ExplorePhase:
 
 @dataclass(frozen=True)
 class ConfirmPhase:
+    """The held-out seeds that estimate each arm's chosen configuration.
+
+    `seeds` are all the seeds the phase may run, in order: the first `first` run in round 0,
+    then `step` more per round while a comparison is undecided (group-sequential), up to all of
+    them. `data_seeds`, when given, are crossed with every seed (`data_seed` of the trial)."""
+
     select: str | tuple[dict, ...]  # "best", or the samples to run in every arm
     seeds: tuple[int, ...]
+    first: int = 0  # seeds in the first round; 0: all of them
+    step: int = 0  # seeds added per later round
+    reuse_explore_seeds: bool = False
+    data_seeds: tuple[int, ...] | None = None
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """Seed counts after each round: the planned looks of the sequential analysis."""
+        first = self.first or len(self.seeds)
+        if not self.step:
+            return (len(self.seeds),)
+        return tuple(range(first, len(self.seeds), self.step)) + (len(self.seeds),)
+
+    def round_seeds(self, round_index: int) -> tuple[int, ...]:
+        looks = (0, *self.looks)
+        return self.seeds[looks[round_index] : looks[round_index + 1]]
 
 
 @dataclass(frozen=True)
@@ -135,6 +164,7 @@ class StudySpec:
     max_failures: int
     raw: dict = field(repr=False)
     compare_baseline: dict | None = None  # compare each arm with this arm only (report)
+    analysis: Analysis = field(default_factory=Analysis)
 
 
 @dataclass(frozen=True)
@@ -381,6 +411,7 @@ def _build(doc: _Doc, path: Path, resolve_layers: bool, download: bool) -> Study
     search = _search(doc, sections["search"], shape)
     seeds = _seeds(doc)
     explore, confirm = _phases(doc, seeds, search, shape)
+    analysis = _analysis(doc, confirm)
     resources = _resources(doc)
     max_failures = _integer(
         doc, ("max_failures",), doc.data.get("max_failures", 0), 0, "retries per trial, >= 0"
@@ -407,6 +438,7 @@ def _build(doc: _Doc, path: Path, resolve_layers: bool, download: bool) -> Study
         max_failures=max_failures,
         raw=doc.data,
         compare_baseline=baseline,
+        analysis=analysis,
     )
 
 
@@ -763,14 +795,15 @@ def _bound(doc: _Doc, path: FieldPath, kind: str, value: Any) -> float | int:
 # ----------------------------------------------------------------------------- seeds, phases
 
 
-def _seeds(doc: _Doc) -> tuple[int, ...]:
+def _seeds(doc: _Doc) -> tuple[int, ...] | int:
+    """A count n (each phase takes n fresh seeds unless it says otherwise; seeds are numbered
+    0, 1, ... across phases) or a list (the pool the phases take their seeds from, in order)."""
     value = doc.data.get("seeds")
-    allowed = "a count n (seeds 0..n-1) or a list of different integers >= 0"
+    allowed = "a count n (seeds per phase) or a list of different integers >= 0"
     if value is None:
         raise _missing(doc, ("seeds",), allowed)
     if _is_int(value):
-        _integer(doc, ("seeds",), value, 1, allowed)
-        return tuple(range(value))
+        return _integer(doc, ("seeds",), value, 1, allowed)
     if not isinstance(value, list) or not value:
         raise _bad(doc, ("seeds",), value, allowed)
     for index, seed in enumerate(value):
@@ -779,26 +812,38 @@ def _seeds(doc: _Doc) -> tuple[int, ...]:
     return tuple(value)
 
 
-def _phase_seeds(doc: _Doc, path: FieldPath, value: Any, seeds: tuple[int, ...]) -> tuple[int, ...]:
-    """A phase runs the first n of the study's seeds, or a listed subset; all by default."""
+def _phase_seeds(
+    doc: _Doc, path: FieldPath, value: Any, pool: tuple[int, ...] | int, offset: int
+) -> tuple[int, ...]:
+    """A count takes the next n seeds of the pool after `offset` (the seeds earlier phases
+    hold), so phases never share a seed by default; a list is taken as given."""
     if value is None:
-        return seeds
-    count = f"a count 1..{len(seeds)} (the first n of `seeds`) or a list of the study's seeds"
+        value = pool if _is_int(pool) else len(pool) - offset
+        if value < 1:
+            raise _missing(doc, path, f"the pool `seeds` has no seed left after {offset}")
     if _is_int(value):
-        if not 1 <= value <= len(seeds):
-            raise _bad(doc, path, value, count)
-        return seeds[:value]
+        _integer(doc, path, value, 1, "a count >= 1 or a list of seeds")
+        if _is_int(pool):
+            return tuple(range(offset, offset + value))
+        if offset + value > len(pool):
+            left = _count(len(pool) - offset, "seed")
+            raise _bad(doc, path, value, f"the pool `seeds` {_show(pool)} has {left} left "
+                       f"after the {offset} that earlier phases take; list more seeds, or give "
+                       "`seeds` as a count")  # fmt: skip
+        return pool[offset : offset + value]
     if not isinstance(value, list) or not value:
-        raise _bad(doc, path, value, count)
+        raise _bad(doc, path, value, "a count >= 1 or a non-empty list of seeds")
     for index, seed in enumerate(value):
-        if not _is_int(seed) or seed not in seeds:
-            raise _bad(doc, (*path, index), seed, f"one of the study's seeds {_show(seeds)}")
+        if _is_int(pool):
+            _integer(doc, (*path, index), seed, 0, "a seed: an integer >= 0")
+        elif not _is_int(seed) or seed not in pool:
+            raise _bad(doc, (*path, index), seed, f"one of the study's seeds {_show(pool)}")
     _check_distinct(doc, path, value, value)
     return tuple(value)
 
 
 def _phases(
-    doc: _Doc, seeds: tuple[int, ...], search: dict, shape: _Shape
+    doc: _Doc, seeds: tuple[int, ...] | int, search: dict, shape: _Shape
 ) -> tuple[ExplorePhase | None, ConfirmPhase | None]:
     path = ("phases",)
     phases = doc.data.get("phases")
@@ -807,13 +852,15 @@ def _phases(
     _mapping(doc, path, phases, "a mapping with explore and/or confirm")
     _check_keys(doc, path, phases, ("explore", "confirm"))
     explore = _explore(doc, phases.get("explore"), seeds, search)
-    confirm = _confirm(doc, phases.get("confirm"), seeds, search, explore is not None, shape)
+    confirm = _confirm(doc, phases.get("confirm"), seeds, search, explore, shape)
     if explore is None and confirm is None:
         raise _fail(doc, path, "no phase: give explore, confirm, or both")
     return explore, confirm
 
 
-def _explore(doc: _Doc, value: Any, seeds: tuple[int, ...], search: dict) -> ExplorePhase | None:
+def _explore(
+    doc: _Doc, value: Any, seeds: tuple[int, ...] | int, search: dict
+) -> ExplorePhase | None:
     if value is None:
         return None
     path = ("phases", "explore")
@@ -830,7 +877,7 @@ def _explore(doc: _Doc, value: Any, seeds: tuple[int, ...], search: dict) -> Exp
     if samples is None:
         raise _missing(doc, (*path, "samples"), "the number of Optuna samples per arm (>= 1)")
     _integer(doc, (*path, "samples"), samples, 1, "Optuna samples per arm, >= 1")
-    phase_seeds = _phase_seeds(doc, (*path, "seeds"), value.get("seeds"), seeds)
+    phase_seeds = _phase_seeds(doc, (*path, "seeds"), value.get("seeds"), seeds, 0)
     return ExplorePhase(samples, phase_seeds, _asha(doc, value.get("asha")))
 
 
@@ -852,16 +899,100 @@ def _asha(doc: _Doc, value: Any) -> AshaSettings | None:
     return AshaSettings(**numbers)
 
 
+CONFIRM_KEYS = ("select", "seeds", "max_seeds", "step", "reuse_explore_seeds", "data_seeds")
+
+
 def _confirm(
-    doc: _Doc, value: Any, seeds: tuple[int, ...], search: dict, has_explore: bool, shape: _Shape
+    doc: _Doc,
+    value: Any,
+    seeds: tuple[int, ...] | int,
+    search: dict,
+    explore: ExplorePhase | None,
+    shape: _Shape,
 ) -> ConfirmPhase | None:
     if value is None:
         return None
     path = ("phases", "confirm")
     _mapping(doc, path, value, "a mapping with select and seeds")
-    _check_keys(doc, path, value, ("select", "seeds"))
-    select = _select(doc, value.get("select"), search, has_explore, shape)
-    return ConfirmPhase(select, _phase_seeds(doc, (*path, "seeds"), value.get("seeds"), seeds))
+    _check_keys(doc, path, value, CONFIRM_KEYS)
+    select = _select(doc, value.get("select"), search, explore is not None, shape)
+    reuse = value.get("reuse_explore_seeds", False)
+    if not isinstance(reuse, bool):
+        raise _bad(doc, (*path, "reuse_explore_seeds"), reuse, "true or false")
+    held_by_explore = len(explore.seeds) if explore and not reuse else 0
+    first, step, total = _rounds(doc, value, seeds)
+    count = value.get("seeds") if total is None else total
+    confirm_seeds = _phase_seeds(doc, (*path, "seeds"), count, seeds, held_by_explore)
+    if explore and not reuse:
+        _check_disjoint(doc, (*path, "seeds"), confirm_seeds, explore.seeds)
+    data_seeds = value.get("data_seeds")
+    if data_seeds is not None:
+        data_seeds = _phase_seeds(doc, (*path, "data_seeds"), data_seeds, 1, 0)
+    return ConfirmPhase(select, confirm_seeds, first, step, reuse, data_seeds)
+
+
+def _rounds(doc: _Doc, value: dict, pool: tuple[int, ...] | int) -> tuple[int, int, int | None]:
+    """`seeds: 5, max_seeds: 20, step: 5`: 5 seeds, then 5 more per round up to 20 while a
+    comparison is undecided. Returns (first, step, total), total None without rounds."""
+    path = ("phases", "confirm")
+    max_seeds, step = value.get("max_seeds"), value.get("step")
+    if max_seeds is None and step is None:
+        return 0, 0, None
+    first = value.get("seeds", pool if _is_int(pool) else None)
+    if not _is_int(first):
+        raise _bad(doc, (*path, "seeds"), first, "a count of seeds for the first round when "
+                   "max_seeds and step are given")  # fmt: skip
+    if max_seeds is None:
+        raise _missing(doc, (*path, "max_seeds"), "the most seeds the rounds may reach")
+    _integer(doc, (*path, "max_seeds"), max_seeds, first, f"a count >= seeds ({first})")
+    step = max_seeds - first if step is None else step
+    if max_seeds > first:
+        _integer(doc, (*path, "step"), step, 1, "seeds added per round, >= 1")
+    return first, (step if max_seeds > first else 0), max_seeds
+
+
+def _check_disjoint(
+    doc: _Doc, path: FieldPath, confirm: tuple[int, ...], explore: tuple[int, ...]
+) -> None:
+    shared = sorted(set(confirm) & set(explore))
+    if shared:
+        raise _bad(doc, path, list(confirm), f"seeds {_show(shared)} also ran in explore, where "
+                   "they chose the configuration; a seed that chooses must not also estimate "
+                   "(give other seeds, or set confirm.reuse_explore_seeds: true)")  # fmt: skip
+
+
+def _analysis(doc: _Doc, confirm: ConfirmPhase | None) -> Analysis:
+    """`analysis: {primary, margin, alpha, spending}`, declared before the data are seen."""
+    path = ("analysis",)
+    value = doc.data.get("analysis")
+    value = {} if value is None else value
+    _mapping(doc, path, value, "a mapping {primary: test_f1, margin: 0.01, alpha: 0.05}")
+    _check_keys(doc, path, value, ("primary", "margin", "alpha", "spending"))
+    primary = value.get("primary", Analysis.primary)
+    known = _primary_metrics(doc)
+    if primary not in known:
+        raise _bad(doc, (*path, "primary"), primary, f"one of {', '.join(known)}"
+                   f"{_suggest(primary, tuple(known))}")  # fmt: skip
+    margin = _number(doc, (*path, "margin"), value.get("margin", Analysis.margin),
+                     lambda x: x >= 0, "a margin >= 0 in the primary metric's units")  # fmt: skip
+    alpha = _number(doc, (*path, "alpha"), value.get("alpha", Analysis.alpha),
+                    lambda x: 0 < x < 0.5, "a level in (0, 0.5)")  # fmt: skip
+    spending = value.get("spending", Analysis.spending)
+    if spending not in SPENDING:
+        raise _bad(doc, (*path, "spending"), spending, f"one of {', '.join(SPENDING)}")
+    looks = confirm.looks if confirm else ()
+    seed_order = confirm.seeds if confirm else ()
+    data_seeds = len(confirm.data_seeds) if confirm and confirm.data_seeds else 1
+    return Analysis(primary, float(margin), float(alpha), spending, looks, seed_order, data_seeds)
+
+
+def _primary_metrics(doc: _Doc) -> list[str]:
+    """Metrics every trial reports at its end: the comparable ones."""
+    extra = (doc.data.get("data") or {}).get("extra") or {}
+    names = ["test_f1", "dev_f1", "curve_area", "steps_to_95", "dev_loss", "test_loss"]
+    names += [f"{name}_f1" for name in extra if isinstance(extra, dict)]
+    metric = (doc.data.get("metric") or {}).get("name")
+    return names + ([metric] if isinstance(metric, str) and metric not in names else [])
 
 
 def _select(

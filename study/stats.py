@@ -1,12 +1,21 @@
-"""Paired comparisons of arms over seeds: is a difference between two arms real?
+"""Paired comparisons of arms over held-out seeds, under an analysis declared in advance.
 
 Seed s fixes the data subset, data order and head initialisation identically in every arm, so
-the unit of analysis is the per-seed *difference* between two arms, not two independent
-samples. Seed noise on NER is about one F1 point, the size of the effects studied, so every
-figure a reader needs to judge a difference is computed: paired t and Wilcoxon p, a bootstrap
-CI of the mean difference, Cohen's d_z, almost stochastic order (deepsig), Holm correction over
-all the study's comparisons, and how many seeds a difference of this size would need.
-Only confirm-phase trials enter here; missing pairs and too few seeds are stated, not hidden.
+the unit of analysis is the per-seed *difference* between two arms. Seed noise on NER is about
+one F1 point, the size of the effects studied, so a reader needs more than a p-value:
+
+- Only the declared primary metric's comparisons get verdicts: *A better*, *B better*,
+  *equivalent within ±margin* (two one-sided t-tests), *A non-inferior to B*, or
+  *inconclusive* with the seeds that would decide it. Holm controls the family-wise error over
+  those comparisons; every other metric is exploratory, with unadjusted p.
+- The interval of record is the paired t interval at the level the test used, so it excludes
+  0 exactly when the test rejects (a percentile bootstrap of 5 differences covers ~80%, not
+  95%; it is shown only from 10 seeds on).
+- When the confirm phase runs in rounds, each comparison is decided by the group-sequential
+  rule of `study.sequential` at the first look that decides it, with alpha split over the
+  primary comparisons (Bonferroni) and spent over the looks.
+- Power is for a true difference of one margin at the observed spread of the differences, not
+  the post-hoc power of the observed effect (a function of p).
 """
 
 from __future__ import annotations
@@ -20,14 +29,20 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
 
+from study import sequential
+from study.analysis import Analysis
 from study.aso_speedup import aso
 
-ALPHA = 0.05  # significance level for the Holm-corrected paired t-test
+ALPHA = 0.05  # default family-wise level; a study declares its own in `analysis`
 ASO_TAU = 0.2  # A almost stochastically dominates B when eps_min < tau (Ulmer et al. 2022)
 POWER = 0.8
+BOOTSTRAP_MIN_SEEDS = 10  # below this a percentile bootstrap under-covers badly
 # Metrics compared, and which direction is better. Extra eval sets add `<name>_f1` (max).
 DIRECTIONS = {"dev_f1": "max", "test_f1": "max", "curve_area": "max", "steps_to_95": "min"}
+EXPLORATORY = "exploratory"
 
 
 @dataclass(frozen=True)
@@ -39,21 +54,42 @@ class Comparison:
     arm_b: str
     factor: str  # the one factor in which the two arms differ
     higher_is_better: bool
-    seeds: tuple[int, ...]  # seeds present, with a finite value, in both arms
-    unpaired: tuple[int, ...]  # seeds present in only one arm, or not finite in one
+    seeds: tuple  # units (seed, or (seed, data_seed)) with a finite value in both arms
+    unpaired: tuple  # units present in only one arm, or not finite in one
+    primary: bool = False
+    margin: float = math.nan
     mean_a: float = math.nan
     mean_b: float = math.nan
     diff: float = math.nan
-    ci_low: float = math.nan
+    sd_diff: float = math.nan
+    level: float = math.nan  # two-sided level of the test of record (after multiplicity)
+    ci_low: float = math.nan  # t interval at 1 - level: agrees with p_t against `level`
     ci_high: float = math.nan
+    tost_low: float = math.nan  # t interval at 1 - 2 x the equivalence test's level
+    tost_high: float = math.nan
+    boot_low: float = math.nan  # percentile bootstrap, only with BOOTSTRAP_MIN_SEEDS seeds
+    boot_high: float = math.nan
     p_t: float = math.nan
     p_wilcoxon: float = math.nan
-    p_holm: float = math.nan  # Holm-corrected p_t across every comparison of the study
-    p_wilcoxon_holm: float = math.nan
+    wilcoxon_min_p: float = math.nan  # the smallest two-sided p Wilcoxon can give with n
+    p_holm: float = math.nan  # Holm over the primary comparisons (primary only)
+    p_equivalence: float = math.nan  # TOST: -margin < diff < +margin
+    p_equivalence_holm: float = math.nan
+    p_a_noninferior: float = math.nan  # H0: diff <= -margin (in the better direction)
+    p_a_noninferior_holm: float = math.nan
+    p_b_noninferior: float = math.nan
+    p_b_noninferior_holm: float = math.nan
     cohens_d: float = math.nan  # d_z: mean difference / std of the differences
     eps_min: float = math.nan  # ASO: A better than B when < ASO_TAU
     eps_min_reverse: float = math.nan  # ASO: B better than A when < ASO_TAU
-    seeds_for_power: int | None = None  # seeds for 80% power at this d_z; None: no effect
+    aso_confidence: float = math.nan  # 1 - alpha / k, Bonferroni over the k comparisons
+    win_rate: float = math.nan  # share of seeds where A beats B (ties half)
+    win_low: float = math.nan  # Clopper-Pearson interval of P(A beats B on a new seed)
+    win_high: float = math.nan
+    power_at_margin: float = math.nan  # of the test of record, true diff = margin
+    seeds_for_margin: int | None = None  # seeds for 80% power at diff = margin
+    outcome: str = EXPLORATORY  # a sequential.VERDICTS entry for primary comparisons
+    look: int = 0  # the look that decided (sequential)
     note: str = ""
 
     @property
@@ -66,28 +102,10 @@ class Comparison:
 
     @property
     def significant(self) -> bool:
-        return self.p_holm < ALPHA  # False for NaN
-
-    def verdict(self) -> str:
-        """One plain-language line a reader can quote, with the figures that support it."""
-        if self.n < 2:
-            return f"{self.arm_a} vs {self.arm_b} on {self.metric}: not tested ({self.note})"
-        figures = (
-            f"{self.diff:+.4g}, CI [{self.ci_low:.4g}, {self.ci_high:.4g}], "
-            f"Holm p = {self.p_holm:.3g}, eps_min {self.eps_winner:.2f}, n = {self.n}"
-        )
-        if self.significant:
-            winner, loser = (self.arm_a, self.arm_b) if self.a_better else (self.arm_b, self.arm_a)
-            return f"{winner} beats {loser} on {self.metric}: {figures}"
-        need = (
-            f"; about {self.seeds_for_power} seeds would detect a difference this size"
-            if self.seeds_for_power
-            else ""
-        )
-        return (
-            f"no significant difference between {self.arm_a} and {self.arm_b} on "
-            f"{self.metric}: {figures}{need}"
-        )
+        """A difference declared (primary) or unadjusted p below the level (exploratory)."""
+        if self.primary:
+            return self.outcome in ("A better", "B better")
+        return self.p_t < self.level  # False for NaN
 
     @property
     def eps_winner(self) -> float:
@@ -95,22 +113,68 @@ class Comparison:
         dominating the other (0 = dominates completely, 0.5 = no order)."""
         return self.eps_min if self.a_better else self.eps_min_reverse
 
+    def verdict(self) -> str:
+        """One plain-language line a reader can quote, with the figures that support it."""
+        a, b, m = self.arm_a, self.arm_b, self.metric
+        if self.n < 2:
+            return f"{a} vs {b} on {m}: not tested ({self.note})"
+        ci = f"{100 * (1 - self.level):.4g}% CI [{self.ci_low:.4g}, {self.ci_high:.4g}]"
+        figures = f"{self.diff:+.4g}, {ci}, n = {self.n}"
+        if not self.primary:
+            return f"exploratory, {m}: {a} − {b} = {figures}, unadjusted p = {self.p_t:.3g}"
+        margin = f"±{self.margin:g}"
+        words = {
+            "A better": f"{a} better than {b} on {m}: {figures}, {self._p_text()}",
+            "B better": f"{b} better than {a} on {m}: {figures}, {self._p_text()}",
+            "equivalent": f"{a} and {b} equivalent on {m} within {margin}: {figures}, "
+            f"TOST p = {self._p(self.p_equivalence_holm, self.p_equivalence)}",
+            "A non-inferior": f"{a} non-inferior to {b} on {m} (margin {self.margin:g}): "
+            f"{figures}, p = {self._p(self.p_a_noninferior_holm, self.p_a_noninferior)}",
+            "B non-inferior": f"{b} non-inferior to {a} on {m} (margin {self.margin:g}): "
+            f"{figures}, p = {self._p(self.p_b_noninferior_holm, self.p_b_noninferior)}",
+        }
+        if self.outcome in words:
+            return words[self.outcome]
+        need = (
+            f"; about {self.seeds_for_margin} seeds would give 80% power against a difference "
+            f"of one margin at this spread (sd {self.sd_diff:.3g})"
+            if self.seeds_for_margin
+            else ""
+        )
+        return (
+            f"inconclusive, {a} vs {b} on {m}: neither a difference nor equivalence within "
+            f"{margin} is shown: {figures}, {self._p_text()}{need}"
+        )
+
+    def _p_text(self) -> str:
+        if math.isnan(self.p_holm):
+            return f"p = {self.p_t:.3g} (look {self.look + 1}, level {self.level:.3g})"
+        return f"Holm p = {self.p_holm:.3g}"
+
+    @staticmethod
+    def _p(adjusted: float, raw: float) -> str:
+        return f"{raw if math.isnan(adjusted) else adjusted:.3g}"
+
     def row(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.update(
             n=self.n,
-            seeds=" ".join(map(str, self.seeds)),
-            unpaired=" ".join(map(str, self.unpaired)),
+            seeds=" ".join(map(_unit, self.seeds)),
+            unpaired=" ".join(map(_unit, self.unpaired)),
             significant=self.significant,
             verdict=self.verdict(),
         )
         return out
 
 
+def _unit(unit: Any) -> str:
+    return "/".join(map(str, unit)) if isinstance(unit, tuple) else str(unit)
+
+
 def pair_scores(
-    a: Mapping[int, float], b: Mapping[int, float]
-) -> tuple[list[int], np.ndarray, np.ndarray, list[int]]:
-    """Seeds with a finite score in both arms (sorted), their scores, and the other seeds."""
+    a: Mapping[Any, float], b: Mapping[Any, float]
+) -> tuple[list, np.ndarray, np.ndarray, list]:
+    """Units with a finite score in both arms (sorted), their scores, and the other units."""
     finite = {s for s in a if _finite(a[s])} & {s for s in b if _finite(b[s])}
     seeds = sorted(finite)
     unpaired = sorted((set(a) | set(b)) - finite)
@@ -127,70 +191,123 @@ def _finite(value: Any) -> bool:
 
 
 def compare(
-    a: Mapping[int, float],
-    b: Mapping[int, float],
+    a: Mapping[Any, float],
+    b: Mapping[Any, float],
     *,
     metric: str,
     arm_a: str,
     arm_b: str,
     factor: str = "",
     higher_is_better: bool = True,
+    analysis: Analysis | None = None,
+    level: float | None = None,
+    one_sided: float | None = None,
     aso_comparisons: int = 1,
     seed: int = 0,
     aso_kwargs: Mapping[str, Any] | None = None,
 ) -> Comparison:
-    """Compare A with B over the seeds both have. `aso_comparisons` is passed to deepsig,
-    which Bonferroni-corrects eps_min for that many comparisons in the study."""
+    """The figures of one comparison, its two-sided tests at `level` and its one-sided ones
+    (equivalence, non-inferiority) at `one_sided`, both the analysis' alpha by default;
+    `compare_arms` then applies multiplicity and the verdicts."""
+    analysis = analysis or Analysis()
+    level = analysis.alpha if level is None else level
+    one_sided = level if one_sided is None else one_sided
     seeds, xa, xb, unpaired = pair_scores(a, b)
-    base = Comparison(metric, arm_a, arm_b, factor, higher_is_better, tuple(seeds), tuple(unpaired))
-    notes = [f"seeds {', '.join(map(str, unpaired))} unpaired or not finite"] if unpaired else []
+    base = Comparison(metric, arm_a, arm_b, factor, higher_is_better, tuple(seeds),
+                      tuple(unpaired), margin=analysis.margin, level=level)  # fmt: skip
+    notes = [f"seeds {', '.join(map(_unit, unpaired))} unpaired or not finite"] if unpaired else []
     if len(seeds) < 2:
         notes.insert(0, f"{len(seeds)} paired seed(s); at least 2 are needed")
         if not a and not b:
             notes.append("neither arm recorded a finite value")
-        return dataclasses.replace(base, note="; ".join(notes))
+        return dataclasses.replace(base, note="; ".join(notes), outcome="inconclusive")
     diffs = xa - xb
-    t_p, w_p = _paired_tests(diffs)
-    low, high = bootstrap_ci(diffs, seed=seed)
-    d = cohens_dz(diffs)
     sign = 1.0 if higher_is_better else -1.0
-    kwargs = {"seed": seed, "show_progress": False, "num_comparisons": aso_comparisons}
-    kwargs.update(aso_kwargs or {})
-    eps, eps_rev = _aso_both_ways(sign * xa, sign * xb, kwargs)
-    return dataclasses.replace(
+    decision = sequential.decide(sign * diffs, (len(diffs),), level, analysis.margin,
+                                 analysis.spending, more_can_come=False)  # fmt: skip
+    confidence = 1 - analysis.alpha / max(1, aso_comparisons)
+    eps, eps_rev = _aso_both_ways(sign * xa, sign * xb, confidence, seed, aso_kwargs)
+    win = _win_probability(sign * diffs, analysis.alpha)
+    out = dataclasses.replace(
         base,
         mean_a=float(xa.mean()),
         mean_b=float(xb.mean()),
         diff=float(diffs.mean()),
-        ci_low=low,
-        ci_high=high,
-        p_t=t_p,
-        p_wilcoxon=w_p,
-        cohens_d=d,
+        sd_diff=float(np.std(diffs, ddof=1)),
+        p_t=decision.p_two_sided,
+        p_wilcoxon=_wilcoxon(diffs),
+        wilcoxon_min_p=wilcoxon_min_p(int(np.count_nonzero(diffs))),
+        p_equivalence=decision.p_equivalence,
+        p_a_noninferior=decision.p_a_noninferior,  # decide's diffs point the better way
+        p_b_noninferior=decision.p_b_noninferior,
+        cohens_d=cohens_dz(diffs),
         eps_min=eps,
         eps_min_reverse=eps_rev,
-        seeds_for_power=seeds_for_power(d),
+        aso_confidence=confidence,
+        win_rate=win[0],
+        win_low=win[1],
+        win_high=win[2],
         note="; ".join(notes),
+    )
+    return with_level(out, diffs, level, one_sided, seed)
+
+
+def with_level(
+    c: Comparison, diffs: np.ndarray, level: float, one_sided: float, seed: int = 0
+) -> Comparison:
+    """Intervals and power at the level the comparison is tested at, so that they agree with
+    the test: the t interval at 1 - level excludes 0 exactly when p_t < level, and the
+    equivalence interval at 1 - 2 x one_sided lies inside ±margin exactly when TOST rejects."""
+    low, high = t_interval(diffs, 1 - level)
+    tost_low, tost_high = t_interval(diffs, 1 - 2 * one_sided)
+    boot = bootstrap_ci(diffs, 1 - level, seed) if len(diffs) >= BOOTSTRAP_MIN_SEEDS else None
+    d_margin = c.margin / c.sd_diff if c.sd_diff > 0 else math.inf
+    usable = c.margin > 0 and math.isfinite(c.sd_diff)
+    return dataclasses.replace(
+        c,
+        level=level,
+        ci_low=low,
+        ci_high=high,
+        tost_low=tost_low,
+        tost_high=tost_high,
+        boot_low=boot[0] if boot else math.nan,
+        boot_high=boot[1] if boot else math.nan,
+        power_at_margin=sequential.paired_power(d_margin, len(diffs), level)
+        if usable
+        else math.nan,
+        seeds_for_margin=sequential.seeds_for_power(d_margin, POWER, level) if usable else None,
     )
 
 
-def _paired_tests(diffs: np.ndarray) -> tuple[float, float]:
-    """Paired t and Wilcoxon signed-rank p. Identical arms (all differences 0) have p = 1:
-    scipy returns NaN there, which would read as 'not tested' rather than 'no difference'."""
+def t_interval(diffs: np.ndarray, confidence: float) -> tuple[float, float]:
+    """The paired t interval of the mean difference (scipy); a point when every difference is
+    the same (no spread to estimate)."""
+    mean = float(np.mean(diffs))
+    spread = float(np.std(diffs, ddof=1))
+    if spread == 0:
+        return mean, mean
+    scale = spread / math.sqrt(len(diffs))
+    low, high = stats.t.interval(confidence, len(diffs) - 1, loc=mean, scale=scale)
+    return float(low), float(high)
+
+
+def _wilcoxon(diffs: np.ndarray) -> float:
     if np.all(diffs == 0):
-        return 1.0, 1.0
+        return 1.0
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # constant non-zero diffs: t is inf
-        t_p = float(stats.ttest_rel(diffs, np.zeros_like(diffs)).pvalue)
-        w_p = float(stats.wilcoxon(diffs).pvalue)
-    if math.isnan(t_p):  # every difference equal and non-zero: as certain as n allows
-        t_p = 0.0
-    return t_p, w_p
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(stats.wilcoxon(diffs).pvalue)
+
+
+def wilcoxon_min_p(n: int) -> float:
+    """The smallest two-sided p of the exact signed-rank test with n non-zero differences: all
+    of one sign, 2 / 2^n (0.0625 for 5 seeds, so it can never reject at 0.05 below 6)."""
+    return min(1.0, 2.0 / 2**n) if n else 1.0
 
 
 def bootstrap_ci(diffs: np.ndarray, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean paired difference. Percentile, not BCa: with the
-    5-10 seeds a study has, BCa's acceleration estimate is unstable or undefined."""
+    """Percentile bootstrap CI of the mean paired difference, a cross-check of the t interval
+    once there are enough seeds for it to cover as it claims."""
     if np.all(diffs == diffs[0]):
         return float(diffs[0]), float(diffs[0])
     result = stats.bootstrap(
@@ -212,72 +329,54 @@ def cohens_dz(diffs: np.ndarray) -> float:
     return float(np.mean(diffs)) / spread
 
 
-def paired_power(d: float, n: int, alpha: float = ALPHA) -> float:
-    """Power of a two-sided paired t-test with n pairs at true effect d_z (noncentral t)."""
-    df = n - 1
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    shift = d * math.sqrt(n)
-    return float(stats.nct.sf(crit, df, shift) + stats.nct.cdf(-crit, df, shift))
+def _win_probability(better_diffs: np.ndarray, alpha: float) -> tuple[float, float, float]:
+    """P(A beats B on a new seed): the share of seeds where A was better (a tie counts half),
+    with a Clopper-Pearson interval at 1 - alpha (statsmodels). Half-wins are rounded down
+    for the lower bound and up for the upper, so the interval never claims more than the
+    seeds show."""
+    n = len(better_diffs)
+    wins = float(np.sum(better_diffs > 0) + 0.5 * np.sum(better_diffs == 0))
+    low = proportion_confint(math.floor(wins), n, alpha=alpha, method="beta")[0]
+    high = proportion_confint(math.ceil(wins), n, alpha=alpha, method="beta")[1]
+    return wins / n, float(low), float(high)
 
 
-def seeds_for_power(
-    d: float, power: float = POWER, alpha: float = ALPHA, limit: int = 100_000
-) -> int | None:
-    """Smallest number of paired seeds whose t-test reaches `power` at effect d_z; None
-    when there is no effect to detect, `limit` when even that many would not do."""
-    if not math.isfinite(d):
-        return 2 if d != 0 else None
-    if d == 0:
-        return None
-    # power grows with n: double until it is reached, then bisect. Never evaluating huge n
-    # matters, since scipy's noncentral t loses accuracy there
-    high = 2
-    while paired_power(d, high, alpha) < power:
-        if high >= limit:
-            return limit
-        high = min(2 * high, limit)
-    low = max(2, high // 2)
-    while low < high:
-        mid = (low + high) // 2
-        if paired_power(d, mid, alpha) >= power:
-            high = mid
-        else:
-            low = mid + 1
-    return low
-
-
-def _aso_both_ways(a: np.ndarray, b: np.ndarray, kwargs: dict[str, Any]) -> tuple[float, float]:
+def _aso_both_ways(
+    a: np.ndarray, b: np.ndarray, confidence: float, seed: int, extra: Mapping[str, Any] | None
+) -> tuple[float, float]:
     """deepsig's ASO eps_min for 'A better than B' and for 'B better than A' (higher = better
-    after the caller's sign flip). Identical score lists have no order: 1.0 both ways."""
+    after the caller's sign flip), at an explicit Bonferroni confidence level 1 - alpha/k
+    (deepsig's own `num_comparisons` adjusts it as conf + (1 - conf)/k instead).
+    Identical score lists have no order: 1.0 both ways."""
     if np.array_equal(np.sort(a), np.sort(b)):
         return 1.0, 1.0
+    kwargs = {"seed": seed, "show_progress": False, "confidence_level": confidence}
+    kwargs.update(extra or {})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(aso(a, b, **kwargs)), float(aso(b, a, **kwargs))
 
 
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values, in the input order; NaN stays NaN and does not count
-    towards the number of tests. (scipy and numpy provide Benjamini-Hochberg only.)"""
+def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[float], list[float]]:
+    """Holm-adjusted p-values (statsmodels) in input order, and for each hypothesis the
+    per-test level Holm's step-down used for it: alpha/(m - j + 1) for the j-th smallest p
+    while the steps reject, and the level of the step that stopped for every later one. An
+    interval at that level agrees with the adjusted p. NaN stays NaN and is not counted."""
     values = np.asarray(pvalues, float)
-    out = np.full(values.shape, np.nan)
+    adjusted = np.full(values.shape, np.nan)
+    levels = np.full(values.shape, np.nan)
     tested = np.flatnonzero(~np.isnan(values))
+    if len(tested) == 0:
+        return adjusted.tolist(), levels.tolist()
+    adjusted[tested] = multipletests(values[tested], alpha=alpha, method="holm")[1]
     order = tested[np.argsort(values[tested], kind="stable")]
-    m = len(order)
-    scaled = (m - np.arange(m)) * values[order]
-    out[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
-    return out.tolist()
-
-
-def with_holm(comparisons: Sequence[Comparison]) -> list[Comparison]:
-    """Holm over every comparison of the study (all arm pairs x all metrics), for the t and
-    the Wilcoxon p-values separately."""
-    p_t = holm([c.p_t for c in comparisons])
-    p_w = holm([c.p_wilcoxon for c in comparisons])
-    return [
-        dataclasses.replace(c, p_holm=t, p_wilcoxon_holm=w)
-        for c, t, w in zip(comparisons, p_t, p_w, strict=True)
-    ]
+    m, stopped = len(order), False
+    for j, index in enumerate(order):
+        level = alpha / (m - j)
+        if not stopped and values[index] > level:
+            stopped, stop_level = True, level
+        levels[index] = stop_level if stopped else level
+    return adjusted.tolist(), levels.tolist()
 
 
 def arm_pairs(
@@ -337,31 +436,129 @@ def direction(metric: str) -> str:
 
 
 def compare_arms(
-    scores: Mapping[str, Mapping[str, Mapping[int, float]]],
+    scores: Mapping[str, Mapping[str, Mapping[Any, float]]],
     arm_factors: Mapping[str, Mapping[str, Any]],
     grid: Mapping[str, Sequence[Any]],
     metrics: Sequence[str],
     baseline: Mapping[str, Any] | None = None,
     aso_kwargs: Mapping[str, Any] | None = None,
+    analysis: Analysis | None = None,
 ) -> list[Comparison]:
-    """Every planned comparison of a study: arm pairs (see `arm_pairs`) x metrics, with Holm
-    over all of them. `scores[arm][metric][seed]`; `arm_factors` is in plan order."""
+    """Every planned comparison of a study: arm pairs (see `arm_pairs`) x metrics. The primary
+    metric's comparisons get verdicts under multiplicity control; the rest are exploratory.
+    `scores[arm][metric][unit]`; `arm_factors` is in plan order."""
+    analysis = analysis or Analysis()
     ids = list(arm_factors)
     pairs = arm_pairs([arm_factors[i] for i in ids], grid, baseline)
     out = []
-    for a, b, factor in pairs:
-        for metric in metrics:
-            out.append(
-                compare(
-                    scores.get(ids[a], {}).get(metric, {}),
-                    scores.get(ids[b], {}).get(metric, {}),
-                    metric=metric,
-                    arm_a=ids[a],
-                    arm_b=ids[b],
-                    factor=factor,
-                    higher_is_better=direction(metric) == "max",
-                    aso_comparisons=max(1, len(pairs)),
-                    aso_kwargs=aso_kwargs,
-                )
+    for metric in metrics:
+        if metric == analysis.primary:
+            out += _primary(scores, ids, pairs, analysis, aso_kwargs)
+            continue
+        out += [
+            compare(
+                scores.get(ids[a], {}).get(metric, {}),
+                scores.get(ids[b], {}).get(metric, {}),
+                metric=metric,
+                arm_a=ids[a],
+                arm_b=ids[b],
+                factor=factor,
+                higher_is_better=direction(metric) == "max",
+                analysis=analysis,
+                aso_comparisons=max(1, len(pairs)),
+                aso_kwargs=aso_kwargs,
             )
-    return with_holm(out)
+            for a, b, factor in pairs
+        ]
+    return out
+
+
+def _primary(
+    scores: Mapping, ids: list[str], pairs: list, analysis: Analysis, aso_kwargs: Any
+) -> list[Comparison]:
+    """Verdicts for the primary comparisons: Holm over the family at one look, or, when the
+    confirm phase ran in rounds, the group-sequential rule at alpha split evenly over the
+    family (Bonferroni), each comparison reported at the look that decided it."""
+    metric, out = analysis.primary, []
+    for a, b, factor in pairs:
+        pair_a = scores.get(ids[a], {}).get(metric, {})
+        pair_b = scores.get(ids[b], {}).get(metric, {})
+        kwargs = dict(metric=metric, arm_a=ids[a], arm_b=ids[b], factor=factor,
+                      higher_is_better=direction(metric) == "max", analysis=analysis,
+                      aso_comparisons=max(1, len(pairs)), aso_kwargs=aso_kwargs)  # fmt: skip
+        if analysis.sequential:
+            out.append(_sequential(pair_a, pair_b, analysis, len(pairs), kwargs))
+        else:
+            out.append(dataclasses.replace(compare(pair_a, pair_b, **kwargs), primary=True))
+    return out if analysis.sequential else _holm_verdicts(out, analysis, scores)
+
+
+def sequential_decision(
+    a: Mapping[Any, float], b: Mapping[Any, float], analysis: Analysis, family_size: int,
+    higher_is_better: bool = True, more_can_come: bool = False,
+) -> tuple[sequential.Decision, list]:  # fmt: skip
+    """The group-sequential decision on the paired units in round order, and those units:
+    what the driver asks after each round and the report asks at the end."""
+    units, _, _, _ = pair_scores(a, b)
+    units = analysis.ordered(units)
+    sign = 1.0 if higher_is_better else -1.0
+    diffs = np.array([sign * (a[u] - b[u]) for u in units], float)
+    decision = sequential.decide(diffs, analysis.unit_looks, analysis.alpha / family_size,
+                                 analysis.margin, analysis.spending,
+                                 more_can_come=more_can_come)  # fmt: skip
+    return decision, units
+
+
+def _sequential(
+    a: Mapping, b: Mapping, analysis: Analysis, family_size: int, kwargs: dict
+) -> Comparison:
+    decision, units = sequential_decision(a, b, analysis, family_size, kwargs["higher_is_better"])
+    used = set(units[: decision.n])
+    c = compare({u: a[u] for u in used}, {u: b[u] for u in used}, level=decision.level_two_sided,
+                one_sided=decision.level_one_sided, **kwargs)  # fmt: skip
+    outcome = "inconclusive" if decision.verdict == "continue" else decision.verdict
+    unpaired = tuple(sorted((set(a) | set(b)) - used))
+    return dataclasses.replace(c, primary=True, outcome=outcome if c.n >= 2 else "inconclusive",
+                               look=decision.look, unpaired=unpaired)  # fmt: skip
+
+
+def _holm_verdicts(
+    family: list[Comparison], analysis: Analysis, scores: Mapping
+) -> list[Comparison]:
+    alpha = analysis.alpha
+    fields = ("p_t", "p_equivalence", "p_a_noninferior", "p_b_noninferior")
+    adjusted = {f: holm([getattr(c, f) for c in family], alpha) for f in fields}
+    out = []
+    for i, c in enumerate(family):
+        if c.n < 2:
+            out.append(c)
+            continue
+        p = {f: adjusted[f][0][i] for f in fields}
+        c = dataclasses.replace(
+            c,
+            p_holm=p["p_t"],
+            p_equivalence_holm=p["p_equivalence"],
+            p_a_noninferior_holm=p["p_a_noninferior"],
+            p_b_noninferior_holm=p["p_b_noninferior"],
+            outcome=_outcome(c, p, alpha),
+        )
+        diffs = _diffs(scores, c.arm_a, c.arm_b, c.metric)
+        out.append(with_level(c, diffs, adjusted["p_t"][1][i], adjusted["p_equivalence"][1][i]))
+    return out
+
+
+def _outcome(c: Comparison, p: Mapping[str, float], alpha: float) -> str:
+    if p["p_t"] < alpha:
+        return "A better" if c.a_better else "B better"
+    if c.margin > 0 and p["p_equivalence"] < alpha:
+        return "equivalent"
+    if c.margin > 0 and p["p_a_noninferior"] < alpha:
+        return "A non-inferior"
+    if c.margin > 0 and p["p_b_noninferior"] < alpha:
+        return "B non-inferior"
+    return "inconclusive"
+
+
+def _diffs(scores: Mapping, a: str, b: str, metric: str) -> np.ndarray:
+    _, xa, xb, _ = pair_scores(scores.get(a, {}).get(metric, {}), scores.get(b, {}).get(metric, {}))
+    return xa - xb

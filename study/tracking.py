@@ -321,6 +321,7 @@ class MlflowTrackingCallback(Callback):
                 "phase": tags["phase"],
                 "sample": str(tags["sample"]),
                 "seed": str(tags["seed"]),
+                **({"data_seed": str(tags["data_seed"])} if "data_seed" in tags else {}),
                 "ray_trial_id": trial.trial_id,
                 "status": "running",
             },

@@ -138,6 +138,22 @@ CASES: dict[str, Case] = {
         "grid.depth[1]: 7 is not allowed: the model has 3 layers", grid__depth=["full", 7]
     ),
     "depth below one": _edit_case("grid.depth[0]: 0 is not allowed", grid__depth=[0, "full"]),
+    "unknown primary metric": _edit_case(
+        "analysis.primary: 'dev_lossy' is not allowed: one of test_f1",
+        analysis__primary="dev_lossy",
+    ),
+    "negative margin": _edit_case(
+        "analysis.margin: -0.5 is not allowed: a margin >= 0", analysis__margin=-0.5
+    ),
+    "max_seeds below seeds": _edit_case(
+        "phases.confirm.max_seeds: 1 is not allowed: a count >= seeds (2)",
+        phases__confirm__max_seeds=1,
+    ),
+    "overlapping seed lists": _edit_case(
+        "phases.confirm.seeds: [1, 2] is not allowed: seeds [1] also ran in explore",
+        phases__explore__seeds=[0, 1],
+        phases__confirm__seeds=[1, 2],
+    ),
     "reinit k out of range": _edit_case(
         "fixed.reinit_from: 4 is not allowed: the model has 3 layers", fixed__reinit_from=4
     ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
@@ -33,9 +34,15 @@ def test_study_run_writes_the_report_and_logs_it(finished_study):
     assert all((folder / name).is_file() for name in FILES)
     assert f"report: {folder / 'README.md'}" in done.stdout
     text = (folder / "README.md").read_text()
-    for section in ("## What the data show", "## What ran", "## Per-arm results",
-                    "## Comparisons", "![seeds](seeds.png)"):  # fmt: skip
+    for section in ("## Declared analysis", "## What the data show", "## What ran",
+                    "## Per-arm results", "## Verdicts (primary metric)",
+                    "## Exploratory comparisons", "## What a reader asks next",
+                    "### Reproducibility", "![seeds](seeds.png)",
+                    "![expected_max](expected_max.png)"):  # fmt: skip
         assert section in text
+    # the analysis the driver recorded before any trial ran is the one the report applies
+    assert "primary metric **dev_loss**, margin **±0.01**" in text
+    assert "Explore seeds [0, 1]; confirm seeds [2, 3]. No seed that chose" in text
     study_run = runs_by_kind(tmp)["study"][0]
     artifacts = MlflowClient(tracking_uri(tmp)).list_artifacts(study_run.info.run_id, "report")
     assert {f"report/{name}" for name in FILES} <= {a.path for a in artifacts}
@@ -73,8 +80,11 @@ def test_arm_runs_carry_summaries_that_trace_back_to_trial_runs(finished_study):
     diff = statistics.fmean(a[s] - b[s] for s in a)
     metrics = arms["depth=2"].data.metrics
     assert metrics["cmp/depth_2_vs_3/dev_loss/diff"] == pytest.approx(diff)
-    for name in ("ci_low", "ci_high", "p_holm", "eps_min"):
+    for name in ("ci_low", "ci_high", "p_holm", "p_equivalence", "eps_min"):
         assert f"cmp/depth_2_vs_3/dev_loss/{name}" in metrics
+    recorded = json.loads(runs["study"][0].data.tags["analysis"])
+    assert (recorded["primary"], recorded["looks"], recorded["seed_order"]) == (
+        "dev_loss", [2], [2, 3])  # fmt: skip
     assert not any(k.startswith("cmp/") for k in arms["depth=3"].data.metrics)
 
 

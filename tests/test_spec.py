@@ -14,6 +14,7 @@ import yaml
 from transformers import AutoConfig
 
 from study import spec
+from study.analysis import Analysis
 from study.spec import (
     AshaSettings,
     ConfirmPhase,
@@ -80,9 +81,12 @@ def test_valid_study_loads_and_resolves_full_depths(tmp_path, study):
     assert loaded.grid == {"depth": (3, 2), "data_fraction": (0.1, 1.0)}
     assert loaded.search == {"lr": Distribution("loguniform", low=1.0e-5, high=3.0e-4)}
     assert loaded.fixed == {"epochs": 3, "batch_size": 16}
-    assert loaded.seeds == (0, 1, 2, 3, 4)
+    assert loaded.seeds == 5
     assert loaded.explore == ExplorePhase(4, (0, 1), AshaSettings(1.0, 2.0))
-    assert loaded.confirm == ConfirmPhase("best", (0, 1, 2, 3, 4))
+    # held-out seeds: the confirm count starts after the seeds explore chose with
+    assert loaded.confirm == ConfirmPhase("best", (2, 3, 4, 5, 6))
+    assert loaded.analysis == Analysis("test_f1", 0.01, 0.05, "obrien_fleming", (5,),
+                                       (2, 3, 4, 5, 6), 1)  # fmt: skip
     assert loaded.metric == Metric()
     assert loaded.resources == {"cpu": 1.0, "gpu": 0.0}
     assert loaded.max_failures == 1
@@ -111,6 +115,21 @@ def test_defaults_for_optional_sections(tmp_path, study):
     assert loaded.confirm == ConfirmPhase(({"lr": 1.0e-4}, {"lr": 5.0e-5}), (4, 1))
 
 
+def test_confirm_seeds_in_rounds_and_reused_explore_seeds(tmp_path, study):
+    study["phases"]["confirm"].update(max_seeds=12, step=4)
+    rounds = load_study(str(write(tmp_path, study))).confirm
+    assert rounds.seeds == tuple(range(2, 14)) and rounds.looks == (5, 9, 12)
+    assert [rounds.round_seeds(i) for i in range(3)] == [
+        (2, 3, 4, 5, 6), (7, 8, 9, 10), (11, 12, 13)]  # fmt: skip
+    study["phases"]["confirm"] = {"seeds": 5, "reuse_explore_seeds": True, "data_seeds": 2}
+    reused = load_study(str(write(tmp_path, study))).confirm
+    assert reused.seeds == (0, 1, 2, 3, 4) and reused.reuse_explore_seeds
+    assert reused.data_seeds == (0, 1) and reused.looks == (5,)
+    study["phases"]["explore"]["seeds"] = [0, 1]
+    study["phases"]["confirm"]["seeds"] = [1, 2]  # overlapping lists: allowed when declared
+    assert load_study(str(write(tmp_path, study))).confirm.seeds == (1, 2)
+
+
 def test_confirm_only_without_search_runs_each_arm_once(tmp_path, study):
     del study["search"]
     study["phases"] = {"confirm": {"seeds": 3}}
@@ -125,7 +144,7 @@ def test_profile_deep_merges_onto_the_base(tmp_path, study):
     assert smoke.profile == "smoke"
     assert smoke.fixed == {"epochs": 1, "batch_size": 16}  # merged key by key
     assert smoke.grid == {"depth": (1,), "data_fraction": (0.1, 1.0)}  # the list is replaced
-    assert smoke.seeds == (0, 1)
+    assert smoke.seeds == 2
     assert smoke.raw["fixed"] == {"epochs": 1, "batch_size": 16}
     base = load_study("study", folder=tmp_path)  # no 'default' profile: the base is used
     assert base.profile is None and base.fixed["epochs"] == 3
@@ -326,11 +345,33 @@ BAD = [
      "exactly the search factors (lr); missing: none; not searched: dropout", "- lr: 0.0001"),
     ("select value checked", {"phases.confirm.select": [{"lr": -1.0}]},
      "phases.confirm.select[0].lr: -1.0 is not allowed", "- lr: -1.0"),
-    ("explore seeds not a subset", {"phases.explore.seeds": [0, 7]},
-     "phases.explore.seeds[1]: 7 is not allowed: one of the study's seeds [0, 1, 2, 3, 4]",
-     "- 7"),
-    ("confirm seed count", {"phases.confirm.seeds": 9},
-     "phases.confirm.seeds: 9 is not allowed: a count 1..5", "seeds: 9"),
+    ("explore seeds not a subset", {"seeds": [0, 1, 2, 3, 4, 5, 6], "phases.explore.seeds": [0, 9]},
+     "phases.explore.seeds[1]: 9 is not allowed: one of the study's seeds [0, 1, 2, 3, 4, 5, 6]",
+     "- 9"),
+    ("confirm seed count", {"seeds": [0, 1, 2, 3, 4], "phases.confirm.seeds": 5},
+     "phases.confirm.seeds: 5 is not allowed: the pool `seeds` [0, 1, 2, 3, 4] has 3 seeds "
+     "left after the 2 that earlier phases take", "seeds: 5"),
+    ("overlapping seed lists", {"phases.explore.seeds": [0, 1], "phases.confirm.seeds": [1, 2]},
+     "phases.confirm.seeds: [1, 2] is not allowed: seeds [1] also ran in explore, where they "
+     "chose the configuration", "seeds:"),
+    ("unknown primary metric", {"analysis": {"primary": "test_f2"}},
+     "analysis.primary: 'test_f2' is not allowed: one of test_f1, dev_f1, curve_area, "
+     "steps_to_95, dev_loss, test_loss (did you mean 'test_f1'?)", "primary: test_f2"),
+    ("negative margin", {"analysis": {"margin": -0.01}},
+     "analysis.margin: -0.01 is not allowed: a margin >= 0", "margin: -0.01"),
+    ("alpha out of range", {"analysis": {"alpha": 0.7}},
+     "analysis.alpha: 0.7 is not allowed: a level in (0, 0.5)", "alpha: 0.7"),
+    ("unknown spending", {"analysis": {"spending": "haybittle"}},
+     "analysis.spending: 'haybittle' is not allowed: one of obrien_fleming, pocock",
+     "spending: haybittle"),
+    ("max_seeds below seeds", {"phases.confirm.max_seeds": 3},
+     "phases.confirm.max_seeds: 3 is not allowed: a count >= seeds (5)", "max_seeds: 3"),
+    ("rounds with a seed list", {"phases.confirm.seeds": [5, 6], "phases.confirm.max_seeds": 8},
+     "phases.confirm.seeds: [5, 6] is not allowed: a count of seeds for the first round",
+     "seeds:"),
+    ("data_seed in the grid", {"grid.data_seed": [0, 1]},
+     "grid.data_seed: 'data_seed' is not a factor: set it with the top-level "
+     "`phases.confirm.data_seeds`", "data_seed:"),
     ("seeds repeated", {"seeds": [1, 2, 1]}, "seeds[2]: 1 is not allowed: it repeats seeds[0]",
      "- 1"),
     ("negative seed", {"seeds": [1, -2]}, "seeds[1]: -2 is not allowed", "- -2"),

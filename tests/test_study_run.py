@@ -119,7 +119,7 @@ def test_dry_run_prints_the_plan_without_running(tmp_path, tiny_model, tiny_corp
     )
     assert out.returncode == 0, out.stderr
     assert "explore: 2 arms x 2 samples x 2 seeds [0, 1] = 8 trials" in out.stdout
-    assert "confirm: 2 arms x 1 samples x 2 seeds [0, 1] = 4 trials" in out.stdout
+    assert "confirm: 2 arms x 1 samples x 2 seeds [2, 3] = 4 trials" in out.stdout
     assert "total: 12 trials" in out.stdout
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray_results").exists()
 
@@ -274,3 +274,54 @@ def test_unknown_study_lists_known_ones(tmp_path):
     )
     assert out.returncode == 2
     assert "ner_depth" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_confirm_rounds_add_seeds_and_survive_a_sigkill(tmp_path, tiny_model, tiny_corpus):
+    """Sequential confirm: 2 held-out seeds, then 2 more while the comparison is open (margin
+    0 rules out equivalence; 2 seeds cannot pass O'Brien-Fleming's first look). The driver is
+    killed as round 1 starts; the resumed driver runs round 1 only, each trial once."""
+    confirm = {"select": "best", "seeds": 2, "max_seeds": 4, "step": 2}
+    phases = {"explore": {"samples": 2, "seeds": 2}, "confirm": confirm}
+    analysis = {"primary": "dev_loss", "margin": 0.0}
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases, analysis=analysis)
+    first: list[str] = []
+    driver = _start_driver(study, tmp_path)
+    assert _read_until(driver, lambda seen: "confirm round 1" in "".join(seen[-3:]), first)
+    _kill(driver, first)
+    assert any("confirm round 0: seeds [2, 3]" in line for line in first)
+    assert any("after 2 units: continue" in line for line in first)
+
+    resumed = run_study(study, tmp_path, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    second = resumed.stderr.splitlines()
+    assert not any("confirm round 0" in line for line in second)
+    assert any("confirm round 1: seeds [4, 5]" in line for line in second)
+    _assert_each_trial_ended_once([first, second], 16)
+    _assert_every_trial_once(tmp_path, 16)
+    confirm_seeds = {
+        r.data.tags["seed"] for r in runs_by_kind(tmp_path)["trial"]
+        if r.data.tags["phase"] == "confirm"
+    }  # fmt: skip
+    assert confirm_seeds == {"2", "3", "4", "5"}  # held out: explore ran 0 and 1
+    (state,) = (tmp_path / "ray_results" / "teststudy").glob("default-*/study.json")
+    assert len(json.loads(state.read_text())["confirm_rounds"]) == 2
+    report = (tmp_path / "reports" / "teststudy" / "README.md").read_text()
+    assert "seeds after each look [2, 4]" in report and "## Verdicts (primary metric)" in report
+
+
+def test_reused_explore_seeds_run_once_and_the_report_says_so(tmp_path, tiny_model, tiny_corpus):
+    phases = {"explore": {"samples": 2, "seeds": 2},
+              "confirm": {"select": "best", "seeds": 3, "reuse_explore_seeds": True}}  # fmt: skip
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases)
+    done = run_study(study, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = runs_by_kind(tmp_path)["trial"]
+    confirm = [r for r in trials if r.data.tags["phase"] == "confirm"]
+    assert {r.data.tags["seed"] for r in confirm} == {"2"}  # seeds 0 and 1 are not run again
+    reused = [r for r in trials if r.data.tags.get("confirm_reused") == "true"]
+    assert len(reused) == 4 and {r.data.tags["seed"] for r in reused} == {"0", "1"}
+    assert {r.data.tags["phase"] for r in reused} == {"explore"}
+    folder = tmp_path / "reports" / "teststudy"
+    assert "**Confirm reuses explore seeds [0, 1]**" in (folder / "README.md").read_text()
+    arms = (folder / "arms.csv").read_text().splitlines()
+    assert all(",3," in row for row in arms[1:])  # n_seeds: 2 reused + 1 run

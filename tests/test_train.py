@@ -49,6 +49,23 @@ def test_a_different_seed_gives_a_different_run(trial_settings):
     assert a["train_loss"] != b["train_loss"]
 
 
+def test_data_seed_moves_the_data_and_seed_the_weights(trial_settings):
+    """Two random streams: `data_seed` draws the subset and order, `seed` the head weights."""
+    settings = trial_settings | {"data_fraction": 0.5, "seed": 1}
+    default = run_all(settings)
+    assert all(same(x, y) for x, y in zip(default, run_all(settings | {"data_seed": 1}),
+                                          strict=True))  # fmt: skip
+    base = Trial(TrialConfig.from_dict(settings))
+    other_data = Trial(TrialConfig.from_dict(settings | {"data_seed": 7}))
+    other_init = Trial(TrialConfig.from_dict(settings | {"seed": 7, "data_seed": 1}))
+    words = [[w.input_ids for w in t.train_split.windows] for t in (base, other_data, other_init)]
+    assert words[0] != words[1] and words[0] == words[2]  # the subset follows data_seed only
+    assert base._batches_of_epoch() == other_init._batches_of_epoch()
+    head = [t.model.head.weight for t in (base, other_data,
+                                                                           other_init)]  # fmt: skip
+    assert head[0].equal(head[1]) and not head[0].equal(head[2])  # the head follows seed only
+
+
 def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(trial_settings, tmp_path):
     config = TrialConfig.from_dict(trial_settings)
     uninterrupted = run_all(trial_settings)

@@ -42,7 +42,8 @@ class TrialConfig:
     schedule: str = "linear"
     max_grad_norm: float = 1.0
     # data handling
-    seed: int = 0
+    seed: int = 0  # weight draws (head, re-initialised blocks/heads) and dropout
+    data_seed: int | None = None  # data subset and order; None: the same as `seed`
     data_fraction: float = 1.0
     label_all_subwords: bool = False
     max_length: int = 128
@@ -135,7 +136,7 @@ _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {
     **{
         name: int
         for name in (
-            "epochs", "max_steps", "batch_size", "seed", "max_length", "eval_every",
+            "epochs", "max_steps", "batch_size", "seed", "data_seed", "max_length", "eval_every",
             "eval_batch_tokens", "threads", "fail_at_step", "dynamics_sentences",
         )
     },

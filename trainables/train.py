@@ -4,10 +4,10 @@
     for metrics in trial.run():   # one dict per dev evaluation; the last has final=1
         trial.save(checkpoint_dir) # at any yield, the full state is consistent
 
-Everything random comes from the trial seed: the data subset and order (through
-`nested_fraction_indices` and `train_batches`), the head and re-initialised weights
-(through one explicit generator) and dropout (through the global torch generator, which
-dropout cannot avoid; it is seeded here and saved in checkpoints).
+Everything random comes from two seeds. `data_seed` (by default the trial seed) fixes the data
+subset and order (through `nested_fraction_indices` and `train_batches`); `seed` fixes the head
+and re-initialised weights (through one explicit generator) and dropout (through the global
+torch generator, which dropout cannot avoid; it is seeded here and saved in checkpoints).
 """
 
 from __future__ import annotations
@@ -72,11 +72,13 @@ class Trial:
             # crawl when trials share them: measured 15 s instead of 4 s per trial
             threadpool_limits(cfg.threads, user_api="blas")  # torch sets its own OpenMP pool
         self.device = resolve_device(cfg.device)
+        # two random streams, so a study can vary initialisation and data order separately
+        self.data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
         autocast(self.device, cfg.precision)  # reject bf16-on-CPU before any data is read
 
         splits, self.label_map = load_checked_splits(cfg.data)
         eval_sets = {"dev": splits.dev, "test": splits.test, **splits.extra}
-        keep = nested_fraction_indices(len(splits.train), cfg.data_fraction, cfg.seed)
+        keep = nested_fraction_indices(len(splits.train), cfg.data_fraction, self.data_seed)
         train_sentences = [splits.train[i] for i in keep]
 
         torch.manual_seed(cfg.seed)
@@ -196,7 +198,7 @@ class Trial:
     def _batches_of_epoch(self) -> list[list[int]]:
         if self._epoch_batches is None or self._epoch_batches[0] != self.epoch:
             order = train_batches(
-                self.train_lengths, self.cfg.batch_size, self.cfg.seed, self.epoch
+                self.train_lengths, self.cfg.batch_size, self.data_seed, self.epoch
             )
             self._epoch_batches = (self.epoch, order)
         return self._epoch_batches[1]

@@ -1,0 +1,126 @@
+"""What a reader asks next: expected best score for a budget, degenerate runs, reproducibility,
+and the initialisation / data-order variance split, on hand-built study records."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study import report_followups as followups
+from study.report_data import StudyRecord
+from study.variance import variance_split, variance_table
+
+
+def record(trials: pd.DataFrame, **tags) -> StudyRecord:
+    plan = {"search": {"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-3}},
+            "metric": {"name": "dev_f1", "mode": "max"},
+            "phases": {"explore": {"samples": 2}, "confirm": {"select": "best"}}}  # fmt: skip
+    arms = {arm: {} for arm in dict.fromkeys(trials.arm)}
+    return StudyRecord("s", "run", "sqlite://", dict(tags), plan, arms, {}, trials)
+
+
+def trials(rows) -> pd.DataFrame:
+    columns = ["arm", "phase", "status", "error", "seed", "dev_f1", "test_f1", "lr",
+               "duration_s"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+@pytest.mark.parametrize("values", [[0.3, 0.5, 0.4, 0.5, 0.1], [0.7], [0.2, 0.2, 0.2, 0.9]])
+def test_expected_max_is_the_mean_maximum_over_all_subsets(values):
+    got = followups.expected_max(values)
+    for n in range(1, len(values) + 1):
+        maxima = [max(s) for s in itertools.combinations(values, n)]
+        assert got[n - 1] == pytest.approx(np.mean(maxima), rel=1e-12)
+    assert got[-1] == pytest.approx(max(values)) and got[0] == pytest.approx(np.mean(values))
+
+
+def test_expected_max_table_uses_confirm_seeds_and_their_hours():
+    t = trials([
+        ("A", "confirm", "completed", None, 2, 0.40, 0.30, 1e-4, 3600.0),
+        ("A", "confirm", "completed", None, 3, 0.50, 0.35, 1e-4, 1800.0),
+        ("A", "explore", "completed", None, 0, 0.99, 0.90, 3e-4, 60.0),  # chose: not i.i.d.
+    ])  # fmt: skip
+    table = followups.expected_max_table(record(t))
+    assert table.n_trials.tolist() == [1, 2]
+    assert table.expected_best_dev_f1.tolist() == pytest.approx([0.45, 0.50])
+    assert table.trial_hours.tolist() == pytest.approx([0.75, 1.5])
+
+
+def test_degenerate_runs_are_counted_beside_the_mean_over_all_seeds():
+    t = trials([
+        ("A", "confirm", "completed", None, 2, 0.40, 0.30, 1e-4, 10.0),
+        ("A", "confirm", "completed", None, 3, 0.0, 0.0, 1e-4, 10.0),  # all-O: no entity
+        ("A", "confirm", "errored", "training diverged: loss is nan", 4, None, None, 1e-4, 5.0),
+        ("B", "confirm", "completed", None, 2, 0.42, 0.31, 1e-4, 10.0),
+        ("B", "confirm", "errored", "worker died", 3, None, None, 1e-4, 5.0),  # not a divergence
+    ])  # fmt: skip
+    table = followups.degenerate_table(record(t)).set_index("arm")
+    assert table.loc["A", "n"] == 3 and table.loc["A", "n_degenerate"] == 2
+    assert table.loc["A", "dev_f1_mean_all"] == pytest.approx(0.2)
+    assert table.loc["A", "dev_f1_mean_healthy"] == pytest.approx(0.4)
+    assert table.loc["B", "n_degenerate"] == 0 and table.loc["B", "rate"] == 0
+
+
+def test_reproducibility_block_states_what_was_recorded():
+    t = trials([
+        ("A", "explore", "completed", None, 0, 0.4, 0.3, 3e-4, 1800.0),
+        ("A", "confirm", "completed", None, 2, 0.4, 0.3, 1e-4, 3600.0),
+    ])  # fmt: skip
+    text = followups.reproducibility_block(record(t, hardware="2 cores", code_version="abc"))
+    assert "`A` explore 1, confirm 1" in text
+    assert "lr ~ loguniform[1e-05, 0.001]" in text
+    assert "best mean dev_f1 (max)" in text and "`A` lr=0.0001" in text
+    assert "`A` 1.50; total 1.50" in text
+    assert "Hardware: 2 cores" in text and "Code `abc`" in text
+
+
+def crossed(sd_init: float, sd_data: float, sd_noise: float, a: int, b: int, rng) -> pd.DataFrame:
+    init, data = rng.normal(0, sd_init, a), rng.normal(0, sd_data, b)
+    rows = [(s, d, 0.5 + init[s] + data[d] + rng.normal(0, sd_noise))
+            for s in range(a) for d in range(b)]  # fmt: skip
+    return pd.DataFrame(rows, columns=["seed", "data_seed", "test_f1"])
+
+
+def test_variance_split_recovers_known_components():
+    rng = np.random.default_rng(0)
+    estimates = [variance_split(crossed(2.0, 1.0, 0.5, 30, 30, rng)) for _ in range(8)]
+    assert np.mean([e["init"] for e in estimates]) == pytest.approx(4.0, rel=0.2)
+    assert np.mean([e["data"] for e in estimates]) == pytest.approx(1.0, rel=0.25)
+    assert np.mean([e["residual"] for e in estimates]) == pytest.approx(0.25, rel=0.05)
+
+
+def test_variance_split_by_hand_on_a_two_by_two_table():
+    # y = [[1, 2], [3, 6]]: grand 3; seed means 1.5, 4.5; data means 2, 4
+    frame = pd.DataFrame({"seed": [0, 0, 1, 1], "data_seed": [0, 1, 0, 1],
+                          "test_f1": [1.0, 2.0, 3.0, 6.0]})  # fmt: skip
+    split = variance_split(frame)
+    # MS_seed = 2 * ((1.5-3)^2 + (4.5-3)^2) = 9; MS_data = 2 * (1 + 1) = 4; SS_res = 1
+    assert split["residual"] == pytest.approx(1.0)
+    assert split["init"] == pytest.approx((9 - 1) / 2)
+    assert split["data"] == pytest.approx((4 - 1) / 2)
+    assert split["init_share"] == pytest.approx(4 / 6.5) and split["clipped"] == ""
+
+
+def test_variance_split_refuses_an_incomplete_design_and_clips_negatives():
+    frame = pd.DataFrame({"seed": [0, 0, 1], "data_seed": [0, 1, 0], "test_f1": [1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match="every \\(seed, data seed\\) pair exactly once"):
+        variance_split(frame)
+    flat = pd.DataFrame({"seed": [0, 0, 1, 1], "data_seed": [0, 1, 0, 1],
+                         "test_f1": [1.0, 2.0, 2.0, 1.0]})  # fmt: skip
+    split = variance_split(flat)
+    assert split["init"] == 0.0 and split["data"] == 0.0 and split["clipped"] == "init,data"
+
+
+def test_variance_table_only_when_data_seeds_are_crossed():
+    t = trials([("A", "confirm", "completed", None, s, 0.4, 0.3, 1e-4, 1.0) for s in range(3)])
+    assert variance_table(record(t), ["test_f1"]).empty
+    frame = crossed(0.02, 0.01, 0.005, 3, 3, np.random.default_rng(1))
+    t = pd.DataFrame({"arm": "A", "phase": "confirm", "status": "completed", "error": None,
+                      "seed": frame.seed, "data_seed": frame.data_seed, "dev_f1": 0.4,
+                      "test_f1": frame.test_f1, "lr": 1e-4, "duration_s": 1.0})  # fmt: skip
+    table = variance_table(record(t), ["test_f1"])
+    assert table.loc[0, "arm"] == "A" and math.isfinite(table.loc[0, "init"])

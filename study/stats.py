@@ -23,8 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,140 +34,13 @@ from statsmodels.stats.proportion import proportion_confint
 from study import sequential
 from study.analysis import Analysis
 from study.aso_speedup import aso
+from study.comparison import Comparison, unit_text
+from study.pairs import arm_pairs, direction
 
 ALPHA = 0.05  # default family-wise level; a study declares its own in `analysis`
 ASO_TAU = 0.2  # A almost stochastically dominates B when eps_min < tau (Ulmer et al. 2022)
 POWER = 0.8
 BOOTSTRAP_MIN_SEEDS = 10  # below this a percentile bootstrap under-covers badly
-# Metrics compared, and which direction is better. Extra eval sets add `<name>_f1` (max).
-DIRECTIONS = {"dev_f1": "max", "test_f1": "max", "curve_area": "max", "steps_to_95": "min"}
-EXPLORATORY = "exploratory"
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Arm A against arm B on one metric, paired by seed; `diff` is A − B in metric units."""
-
-    metric: str
-    arm_a: str
-    arm_b: str
-    factor: str  # the one factor in which the two arms differ
-    higher_is_better: bool
-    seeds: tuple  # units (seed, or (seed, data_seed)) with a finite value in both arms
-    unpaired: tuple  # units present in only one arm, or not finite in one
-    primary: bool = False
-    margin: float = math.nan
-    mean_a: float = math.nan
-    mean_b: float = math.nan
-    diff: float = math.nan
-    sd_diff: float = math.nan
-    level: float = math.nan  # two-sided level of the test of record (after multiplicity)
-    ci_low: float = math.nan  # t interval at 1 - level: agrees with p_t against `level`
-    ci_high: float = math.nan
-    tost_low: float = math.nan  # t interval at 1 - 2 x the equivalence test's level
-    tost_high: float = math.nan
-    boot_low: float = math.nan  # percentile bootstrap, only with BOOTSTRAP_MIN_SEEDS seeds
-    boot_high: float = math.nan
-    p_t: float = math.nan
-    p_wilcoxon: float = math.nan
-    wilcoxon_min_p: float = math.nan  # the smallest two-sided p Wilcoxon can give with n
-    p_holm: float = math.nan  # Holm over the primary comparisons (primary only)
-    p_equivalence: float = math.nan  # TOST: -margin < diff < +margin
-    p_equivalence_holm: float = math.nan
-    p_a_noninferior: float = math.nan  # H0: diff <= -margin (in the better direction)
-    p_a_noninferior_holm: float = math.nan
-    p_b_noninferior: float = math.nan
-    p_b_noninferior_holm: float = math.nan
-    cohens_d: float = math.nan  # d_z: mean difference / std of the differences
-    eps_min: float = math.nan  # ASO: A better than B when < ASO_TAU
-    eps_min_reverse: float = math.nan  # ASO: B better than A when < ASO_TAU
-    aso_confidence: float = math.nan  # 1 - alpha / k, Bonferroni over the k comparisons
-    win_rate: float = math.nan  # share of seeds where A beats B (ties half)
-    win_low: float = math.nan  # Clopper-Pearson interval of P(A beats B on a new seed)
-    win_high: float = math.nan
-    power_at_margin: float = math.nan  # of the test of record, true diff = margin
-    seeds_for_margin: int | None = None  # seeds for 80% power at diff = margin
-    outcome: str = EXPLORATORY  # a sequential.VERDICTS entry for primary comparisons
-    look: int = 0  # the look that decided (sequential)
-    note: str = ""
-
-    @property
-    def n(self) -> int:
-        return len(self.seeds)
-
-    @property
-    def a_better(self) -> bool:
-        return self.diff > 0 if self.higher_is_better else self.diff < 0
-
-    @property
-    def significant(self) -> bool:
-        """A difference declared (primary) or unadjusted p below the level (exploratory)."""
-        if self.primary:
-            return self.outcome in ("A better", "B better")
-        return self.p_t < self.level  # False for NaN
-
-    @property
-    def eps_winner(self) -> float:
-        """ASO in the direction the mean points to: how far the better-looking arm is from
-        dominating the other (0 = dominates completely, 0.5 = no order)."""
-        return self.eps_min if self.a_better else self.eps_min_reverse
-
-    def verdict(self) -> str:
-        """One plain-language line a reader can quote, with the figures that support it."""
-        a, b, m = self.arm_a, self.arm_b, self.metric
-        if self.n < 2:
-            return f"{a} vs {b} on {m}: not tested ({self.note})"
-        ci = f"{100 * (1 - self.level):.4g}% CI [{self.ci_low:.4g}, {self.ci_high:.4g}]"
-        figures = f"{self.diff:+.4g}, {ci}, n = {self.n}"
-        if not self.primary:
-            return f"exploratory, {m}: {a} − {b} = {figures}, unadjusted p = {self.p_t:.3g}"
-        margin = f"±{self.margin:g}"
-        words = {
-            "A better": f"{a} better than {b} on {m}: {figures}, {self._p_text()}",
-            "B better": f"{b} better than {a} on {m}: {figures}, {self._p_text()}",
-            "equivalent": f"{a} and {b} equivalent on {m} within {margin}: {figures}, "
-            f"TOST p = {self._p(self.p_equivalence_holm, self.p_equivalence)}",
-            "A non-inferior": f"{a} non-inferior to {b} on {m} (margin {self.margin:g}): "
-            f"{figures}, p = {self._p(self.p_a_noninferior_holm, self.p_a_noninferior)}",
-            "B non-inferior": f"{b} non-inferior to {a} on {m} (margin {self.margin:g}): "
-            f"{figures}, p = {self._p(self.p_b_noninferior_holm, self.p_b_noninferior)}",
-        }
-        if self.outcome in words:
-            return words[self.outcome]
-        need = (
-            f"; about {self.seeds_for_margin} seeds would give 80% power against a difference "
-            f"of one margin at this spread (sd {self.sd_diff:.3g})"
-            if self.seeds_for_margin
-            else ""
-        )
-        return (
-            f"inconclusive, {a} vs {b} on {m}: neither a difference nor equivalence within "
-            f"{margin} is shown: {figures}, {self._p_text()}{need}"
-        )
-
-    def _p_text(self) -> str:
-        if math.isnan(self.p_holm):
-            return f"p = {self.p_t:.3g} (look {self.look + 1}, level {self.level:.3g})"
-        return f"Holm p = {self.p_holm:.3g}"
-
-    @staticmethod
-    def _p(adjusted: float, raw: float) -> str:
-        return f"{raw if math.isnan(adjusted) else adjusted:.3g}"
-
-    def row(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out.update(
-            n=self.n,
-            seeds=" ".join(map(_unit, self.seeds)),
-            unpaired=" ".join(map(_unit, self.unpaired)),
-            significant=self.significant,
-            verdict=self.verdict(),
-        )
-        return out
-
-
-def _unit(unit: Any) -> str:
-    return "/".join(map(str, unit)) if isinstance(unit, tuple) else str(unit)
 
 
 def pair_scores(
@@ -215,7 +87,9 @@ def compare(
     seeds, xa, xb, unpaired = pair_scores(a, b)
     base = Comparison(metric, arm_a, arm_b, factor, higher_is_better, tuple(seeds),
                       tuple(unpaired), margin=analysis.margin, level=level)  # fmt: skip
-    notes = [f"seeds {', '.join(map(_unit, unpaired))} unpaired or not finite"] if unpaired else []
+    notes = (
+        [f"seeds {', '.join(map(unit_text, unpaired))} unpaired or not finite"] if unpaired else []
+    )
     if len(seeds) < 2:
         notes.insert(0, f"{len(seeds)} paired seed(s); at least 2 are needed")
         if not a and not b:
@@ -377,62 +251,6 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[float], l
             stopped, stop_level = True, level
         levels[index] = stop_level if stopped else level
     return adjusted.tolist(), levels.tolist()
-
-
-def arm_pairs(
-    factors: Sequence[Mapping[str, Any]],
-    grid: Mapping[str, Sequence[Any]],
-    baseline: Mapping[str, Any] | None = None,
-) -> list[tuple[int, int, str]]:
-    """(a, b, factor) for every pair of arms that differ in exactly one factor; A holds the
-    value listed later in the grid, so `diff` reads 'later minus earlier' (depth full-1 minus
-    full). With a baseline (e.g. {reinit_from: 6}), each other arm is compared only with the
-    baseline arm that equals it in every other factor."""
-    if baseline is not None:
-        return _baseline_pairs(factors, baseline)
-    pairs = []
-    for i, j in _index_pairs(len(factors)):
-        factor = _differing(factors[i], factors[j])
-        if factor is None:
-            continue
-        values = list(grid[factor])
-        later_i = values.index(factors[i][factor]) > values.index(factors[j][factor])
-        pairs.append((i, j, factor) if later_i else (j, i, factor))
-    return pairs
-
-
-def _baseline_pairs(
-    factors: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any]
-) -> list[tuple[int, int, str]]:
-    def is_base(f: Mapping[str, Any]) -> bool:
-        return all(f.get(k) == v for k, v in baseline.items())
-
-    bases = [i for i, f in enumerate(factors) if is_base(f)]
-    if not bases:
-        raise ValueError(f"no arm matches the baseline {dict(baseline)}")
-    pairs = []
-    for i, arm in enumerate(factors):
-        if is_base(arm):
-            continue
-        rest = {k: v for k, v in arm.items() if k not in baseline}
-        match = [b for b in bases if all(factors[b].get(k) == v for k, v in rest.items())]
-        if match:
-            pairs.append((i, match[0], ",".join(k for k in baseline if arm.get(k) != baseline[k])))
-    return pairs
-
-
-def _index_pairs(n: int) -> Iterable[tuple[int, int]]:
-    return ((i, j) for i in range(n) for j in range(i + 1, n))
-
-
-def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
-    """The one factor in which two arms differ, else None."""
-    diff = [k for k in a if a[k] != b.get(k)]
-    return diff[0] if len(diff) == 1 else None
-
-
-def direction(metric: str) -> str:
-    return DIRECTIONS.get(metric, "min" if metric.endswith("_loss") else "max")
 
 
 def compare_arms(

@@ -12,6 +12,7 @@ from statsmodels.stats.weightstats import ttost_paired
 
 from study import sequential, stats
 from study.analysis import Analysis
+from study.comparison import EXPLORATORY
 
 FAST_ASO = {"num_samples": 200, "num_bootstrap_iterations": 200}
 
@@ -181,7 +182,7 @@ def test_exploratory_metrics_get_unadjusted_p_and_no_verdict():
     ]
     # one primary comparison: Holm leaves its p as it is
     assert out[0].p_holm == pytest.approx(out[0].p_t) and out[0].outcome == "A better"
-    assert out[1].outcome == stats.EXPLORATORY and math.isnan(out[1].p_holm)
+    assert out[1].outcome == EXPLORATORY and math.isnan(out[1].p_holm)
     assert out[1].verdict().startswith("exploratory, steps_to_95")
 
 

@@ -45,7 +45,7 @@ def arms(spec: StudySpec) -> list[Arm]:
 def trial_config(
     spec: StudySpec, arm: Arm, sample: dict[str, Any], seed: int, data_seed: int | None = None
 ) -> dict[str, Any]:
-    """The plain dict a trial is built from (DESIGN §5: YAML → spec → dict → trainable).
+    """The plain dict a trial is built from (YAML → spec → dict → trainable, docs/design.md).
 
     Threads follow the trial's CPU reservation so that concurrent trials do not oversubscribe
     the cores Ray gave them, unless the study fixes `threads` itself.

@@ -3,8 +3,8 @@
 A study runs for hours, possibly on a cluster, so every mistake that can be found by reading
 the file (an unknown factor, a depth the model does not have, a confirm phase selecting from an
 explore phase that does not exist) is reported before anything starts, as one line naming the
-file, the line, the field, the bad value and what is allowed. The file layout is in DESIGN.md
-§3; `load_study` sums it up. No Ray here: the spec is plain data that `study.plan` expands.
+file, the line, the field, the bad value and what is allowed. The README's study-file section
+lists the keys; `load_study` sums up how they combine. No Ray here: the spec is plain data that `study.plan` expands.
 """
 
 from __future__ import annotations

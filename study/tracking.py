@@ -48,12 +48,12 @@ DRAIN_S = 600  # at the end of a phase, how long to wait for it to come back
 
 
 def default_tracking_uri(base: Path | str = ".") -> str:
-    """DESIGN §5: a sqlite store beside the project (MLflow 3 refuses a bare file store)."""
+    """A sqlite store beside the project (MLflow 3 refuses a bare file store)."""
     return f"sqlite:///{(Path(base) / 'mlflow.db').resolve()}"
 
 
 def artifact_location(tracking_uri: str) -> str | None:
-    """DESIGN §5: a sqlite store keeps artifacts in `mlartifacts/` beside the database file,
+    """A sqlite store keeps artifacts in `mlartifacts/` beside the database file,
     not in `./mlruns` under whatever folder the driver happened to start in. A server
     decides for itself (None)."""
     if not tracking_uri.startswith("sqlite:///"):

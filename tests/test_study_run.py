@@ -325,3 +325,28 @@ def test_reused_explore_seeds_run_once_and_the_report_says_so(tmp_path, tiny_mod
     assert "**Confirm reuses explore seeds [0, 1]**" in (folder / "README.md").read_text()
     arms = (folder / "arms.csv").read_text().splitlines()
     assert all(",3," in row for row in arms[1:])  # n_seeds: 2 reused + 1 run
+
+
+def test_data_seeds_cross_every_confirm_seed_and_split_the_variance(
+    tmp_path, tiny_model, tiny_corpus
+):
+    phases = {"explore": {"samples": 2, "seeds": 2},
+              "confirm": {"select": "best", "seeds": 2, "data_seeds": 2}}  # fmt: skip
+    analysis = {"primary": "dev_loss", "margin": 0.01}
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases, analysis=analysis,
+                        fixed={"epochs": 2, "batch_size": 16, "max_length": 32,
+                               "data_fraction": 0.5})  # fmt: skip
+    done = run_study(study, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    confirm = [r for r in runs_by_kind(tmp_path)["trial"] if r.data.tags["phase"] == "confirm"]
+    units = Counter((r.data.tags["arm"], r.data.tags["seed"], r.data.tags["data_seed"])
+                    for r in confirm)  # fmt: skip
+    assert len(units) == 8 and set(units.values()) == {1}  # 2 arms x seeds 2-3 x data 0-1
+    assert {r.data.params["data_seed"] for r in confirm} == {"0", "1"}
+    folder = tmp_path / "reports" / "teststudy"
+    text = (folder / "README.md").read_text()
+    assert "crossed with 2 data seeds" in text and "Seed variance split" in text
+    split = (folder / "variance_split.csv").read_text()
+    assert "init_share" in split and "depth=3" in split
+    comparisons = (folder / "comparisons.csv").read_text()
+    assert "2/0 2/1 3/0 3/1" in comparisons  # the paired units are (seed, data seed)

@@ -1,6 +1,6 @@
 """The plain trial configuration: every knob of one training run, validated once.
 
-Configuration flows one way (DESIGN §5): study YAML → validated spec → a plain dict per
+Configuration flows one way (docs/design.md): study YAML → validated spec → a plain dict per
 trial → `TrialConfig.from_dict`. Unknown keys are an error rather than silently ignored,
 because a misspelt factor would otherwise run a whole study at the default value.
 """

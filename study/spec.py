@@ -4,7 +4,8 @@ A study runs for hours, possibly on a cluster, so every mistake that can be foun
 the file (an unknown factor, a depth the model does not have, a confirm phase selecting from an
 explore phase that does not exist) is reported before anything starts, as one line naming the
 file, the line, the field, the bad value and what is allowed. The README's study-file section
-lists the keys; `load_study` sums up how they combine. No Ray here: the spec is plain data that `study.plan` expands.
+lists the keys; `load_study` sums up how they combine. No Ray here: the spec is plain data
+that `study.plan` expands.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 SPENDING = ("obrien_fleming", "pocock")
-TAG = "analysis"  # the study run's tag holding `Analysis.to_json()`
 
 
 @dataclass(frozen=True)

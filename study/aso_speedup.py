@@ -16,11 +16,11 @@ import importlib
 from collections.abc import Callable, Iterator
 
 import numpy as np
-from deepsig import aso as deepsig_aso
 
 # deepsig's __init__ re-exports the function as `deepsig.aso`, hiding the module of that name;
-# the module is where deepsig's own calls look `get_quantile_function` up
-_MODULE = importlib.import_module("deepsig.aso")
+# the module is where deepsig's own calls look `get_quantile_function` up. deepsig imports torch
+# (1-2 s), so it is imported at the first comparison, not when a report module is imported.
+_MODULE_NAME = "deepsig.aso"
 _REPLACED = "get_quantile_function"
 
 
@@ -38,19 +38,22 @@ def quantile_function(scores: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 
 @contextlib.contextmanager
 def _array_quantiles() -> Iterator[None]:
-    original = getattr(_MODULE, _REPLACED, None)
+    module = importlib.import_module(_MODULE_NAME)
+    original = getattr(module, _REPLACED, None)
     if original is None:  # a deepsig that no longer has it: run it as it is, only slower
         yield
         return
-    setattr(_MODULE, _REPLACED, quantile_function)
+    setattr(module, _REPLACED, quantile_function)
     try:
         yield
     finally:
-        setattr(_MODULE, _REPLACED, original)
+        setattr(module, _REPLACED, original)
 
 
 def aso(scores_a: np.ndarray, scores_b: np.ndarray, **kwargs) -> float:
     """`deepsig.aso` with the same arguments and result, about 40x faster. Sequential only:
     with num_jobs > 1 deepsig's workers would import the module afresh, unreplaced."""
+    from deepsig import aso as deepsig_aso
+
     with _array_quantiles():
         return deepsig_aso(scores_a, scores_b, **kwargs)

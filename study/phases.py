@@ -18,7 +18,16 @@ from typing import Any
 import ray
 from ray import tune
 
-from study.plan import CONFIRM, EXPLORE, StudyPlan
+from study.names import (
+    CONFIRM,
+    EXPLORE,
+    RUN_KIND,
+    STUDY_RUN_ID,
+    STUDY_TAGS,
+    TRIAL_CONFIG,
+    TRIAL_KIND,
+)
+from study.plan import StudyPlan
 from study.saved_state import check_restorable
 from study.scheduling import (
     ArmAwareASHA,
@@ -287,7 +296,7 @@ def completed_explore_trials(
     analysis = tune.ExperimentAnalysis(context.store.join(context.study_dir, EXPLORE))
     found = []
     for trial in analysis.trials:
-        tags, config = trial.config["study"], trial.config["trial"]
+        tags, config = trial.config[STUDY_TAGS], trial.config[TRIAL_CONFIG]
         params = {k: config[k] for k in context.spec.search}
         finished = (trial.last_result or {}).get("final")
         if finished and tags["seed"] in confirm_seeds and params in chosen[tags["arm"]]:
@@ -303,8 +312,8 @@ def tag_trial_runs(
     for arm, sample, seed in trials:
         runs = tracker.client.search_runs(
             [tracker.experiment_id],
-            filter_string=f"tags.study_run_id = '{context.study_run}' and tags.phase = '{EXPLORE}'"
-            f" and tags.sample = '{sample}' and tags.seed = '{seed}'",
+            filter_string=f"tags.{STUDY_RUN_ID} = '{context.study_run}' and tags.phase = "
+            f"'{EXPLORE}' and tags.sample = '{sample}' and tags.seed = '{seed}'",
             max_results=100,
         )
         for run in runs:
@@ -321,14 +330,14 @@ def choose_samples(context: PhaseContext) -> dict[str, list[dict[str, Any]]]:
     analysis = tune.ExperimentAnalysis(context.store.join(context.study_dir, EXPLORE))
     by_sample: dict[tuple[str, int], list] = defaultdict(list)
     for trial in analysis.trials:
-        tags = trial.config["study"]
+        tags = trial.config[STUDY_TAGS]
         by_sample[(tags["arm"], tags["sample"])].append(trial)
     candidates = []
     for (arm, _), trials in by_sample.items():
         results = [t.last_result or {} for t in trials]
         if len(trials) < len(spec.explore.seeds) or not all(r.get("final") for r in results):
             continue
-        params = {k: trials[0].config["trial"][k] for k in spec.search}
+        params = {k: trials[0].config[TRIAL_CONFIG][k] for k in spec.search}
         candidates.append((arm, [r[spec.metric.name] for r in results], params))
     best = best_per_arm(candidates, spec.metric.mode)
     missing = [arm.id for arm in context.plan.arms if arm.id not in best]
@@ -348,7 +357,7 @@ def confirm_summary(tracker: StudyTracker, study_run: str, metric: str = "dev_f1
     trial counts by status, read back from MLflow so it shows what was recorded."""
     runs = tracker.client.search_runs(
         [tracker.experiment_id],
-        filter_string=f"tags.study_run_id = '{study_run}' and tags.run_kind = 'trial'",
+        filter_string=f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}'",
         max_results=10000,
     )
     statuses = Counter((r.data.tags.get("phase"), r.data.tags.get("status")) for r in runs)

@@ -13,9 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from study.names import CONFIRM, EXPLORE
 from study.spec import StudySpec
-
-EXPLORE, CONFIRM = "explore", "confirm"
 
 
 @dataclass(frozen=True)

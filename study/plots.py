@@ -16,7 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from study.report_data import EXPLORE, StudyRecord  # noqa: E402
+from study.names import EXPLORE  # noqa: E402
+from study.report_data import StudyRecord  # noqa: E402
 
 LABELS = {
     "dev_f1": "dev F1 (conlleval)",

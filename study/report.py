@@ -31,8 +31,8 @@ from mlflow.tracking import MlflowClient
 
 from study import plots, stats
 from study import report_followups as followups
+from study.names import CONFIRM, tracking_uri
 from study.report_data import (
-    CONFIRM,
     StudyRecord,
     layer_dynamics,
     learning_curves,
@@ -40,7 +40,6 @@ from study.report_data import (
 )
 from study.report_heads import heads_tables, is_heads_study
 from study.report_markdown import render_markdown
-from study.tracking import default_tracking_uri
 from study.variance import variance_table
 from trainables.errors import UserInputError
 
@@ -273,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")  # fmt: skip
     logging.getLogger("mlflow").setLevel(logging.WARNING)
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    uri = tracking_uri(args.tracking_uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         print(f"error: no MLflow store at {uri}; run the study first", file=sys.stderr)
         return 2

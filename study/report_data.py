@@ -18,13 +18,17 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from study.analysis import TAG as ANALYSIS_TAG
 from study.analysis import Analysis
+from study.names import (
+    ANALYSIS_TAG,
+    CONFIRM,
+    REUSED_TAG,
+    RUN_KIND,
+    STUDY_KIND,
+    STUDY_RUN_ID,
+)
 from trainables.errors import UserInputError
 
-REUSED_TAG = "confirm_reused"  # an explore trial that also counts as a confirm trial
-
-CONFIRM, EXPLORE = "confirm", "explore"
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
 
@@ -126,14 +130,14 @@ def find_study_run(client: MlflowClient, study: str, run_id: str | None) -> tupl
             raise UserInputError(f"--run-id {run_id}: no such run in this tracking store") from err
         if (
             run.info.experiment_id != experiment.experiment_id
-            or run.data.tags.get("run_kind") != "study"
+            or run.data.tags.get(RUN_KIND) != STUDY_KIND
         ):
             raise UserInputError(f"--run-id {run_id} is not a study run of {study}")
         return experiment.experiment_id, run
     for where in ("and tags.state = 'finished'", ""):
         runs = client.search_runs(
             [experiment.experiment_id],
-            filter_string=f"tags.run_kind = 'study' {where}",
+            filter_string=f"tags.{RUN_KIND} = '{STUDY_KIND}' {where}",
             order_by=["attributes.start_time DESC"],
             max_results=1,
         )
@@ -149,13 +153,13 @@ def load_study_record(tracking_uri: str, study: str, run_id: str | None = None) 
     mlflow.set_tracking_uri(tracking_uri)
     frame = mlflow.search_runs(
         [experiment_id],
-        filter_string=f"tags.study_run_id = '{study_run}'",
+        filter_string=f"tags.{STUDY_RUN_ID} = '{study_run}'",
         max_results=50_000,
         output_format="pandas",
     )
     if frame.empty:
         raise UserInputError(f"study run {study_run} of {study} has no arm or trial runs")
-    kind = frame["tags.run_kind"]
+    kind = frame[f"tags.{RUN_KIND}"]
     arm_frame, trial_frame = frame[kind == "arm"], _own_columns(frame[kind == "trial"])
     trials = _trial_table(trial_frame)
     arms = _arms_in_plan_order(arm_frame, trials)

@@ -14,8 +14,9 @@ import logging
 from typing import Any
 
 from study import phases
+from study.names import REUSED_TAG
 from study.plan import round_name
-from study.report_data import REUSED_TAG, load_study_record
+from study.report_data import load_study_record
 
 log = logging.getLogger(__name__)
 

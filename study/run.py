@@ -26,15 +26,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from study import phases
-from study.analysis import TAG as ANALYSIS_TAG
 from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
-from study.plan import CONFIRM, EXPLORE, make_plan
+from study.names import ANALYSIS_TAG, CONFIRM, EXPLORE, tracking_uri
+from study.plan import make_plan
 from study.rounds import run_confirm_rounds
 from study.saved_state import SpaceReserve, rewrite_from_staging
 from study.spec import load_study
 from study.storage import StudyStore
 from study.storage_guard import is_storage_full, no_space_reason, storage_context
-from study.tracking import StudyTracker, default_tracking_uri
+from study.tracking import StudyTracker
 from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError
 
@@ -106,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     state["profile"] = profile
     store.check_writable()
     phases.check_address(args.address)
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    uri = tracking_uri(args.tracking_uri)
     phases.probe_tracking(uri)
     log.info("plan: %s", plan.summary())
     log.info(

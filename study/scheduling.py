@@ -42,7 +42,8 @@ from optuna.trial import TrialState
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from study.plan import CONFIRM, EXPLORE, Arm, max_epochs, study_tags, trial_config
+from study.names import CONFIRM, EXPLORE, STUDY_TAGS, TRIAL_CONFIG
+from study.plan import Arm, max_epochs, study_tags, trial_config
 from study.spec import Distribution, StudySpec
 
 log = logging.getLogger(__name__)
@@ -174,8 +175,8 @@ class ArmSearcher(_SavedSearcher):
         arm = self._arms[self._arm_index(sample.arm)]
         return self._admitted(
             {
-                "trial": trial_config(self._spec, arm, sample.params, seed),
-                "study": study_tags(EXPLORE, arm, sample.index, seed),
+                TRIAL_CONFIG: trial_config(self._spec, arm, sample.params, seed),
+                STUDY_TAGS: study_tags(EXPLORE, arm, sample.index, seed),
             }
         )
 
@@ -462,8 +463,8 @@ def confirm_configs(
                 for index, params in enumerate(chosen[arm.id]):
                     configs.append(
                         {
-                            "trial": trial_config(spec, arm, params, seed, data_seed),
-                            "study": study_tags(CONFIRM, arm, index, seed, data_seed),
+                            TRIAL_CONFIG: trial_config(spec, arm, params, seed, data_seed),
+                            STUDY_TAGS: study_tags(CONFIRM, arm, index, seed, data_seed),
                         }
                     )
     return configs

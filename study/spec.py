@@ -29,6 +29,7 @@ from study.analysis import SPENDING, Analysis
 from trainables import layouts
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, ModelError
+from trainables.layouts import DEPTH_FORMS, RELATIVE_DEPTH
 from trainables.model_source import read_config_json, resolve_model
 
 SEARCH_SPACES = Path(__file__).resolve().parent.parent / "search_spaces"
@@ -71,9 +72,7 @@ LAYER_FIELDS = ("reinit_from", "freeze", "reinit_heads")
 METRIC_MODES = ("max", "min")
 
 _FIELD_TYPES = typing.get_type_hints(TrialConfig)
-_FULL = re.compile(r"full(?:\s*-\s*(\d+))?")
 _TEXT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-_DEPTH_FORMS = "'full' or 'full-N'"
 
 
 class SpecError(ConfigError):
@@ -583,10 +582,10 @@ def _check_value(doc: _Doc, path: FieldPath, name: str, value: Any, shape: _Shap
 def _resolve_depth(doc: _Doc, path: FieldPath, value: Any, shape: _Shape) -> int | str:
     layers = shape.layers
     if layers:
-        allowed = f"{_has_layers(layers)}; use 1..{layers}, {_DEPTH_FORMS}"
+        allowed = f"{_has_layers(layers)}; use 1..{layers}, {DEPTH_FORMS}"
     else:
-        allowed = f"use a block count >= 1, {_DEPTH_FORMS} (N >= 1)"
-    match = _FULL.fullmatch(value.strip()) if isinstance(value, str) else None
+        allowed = f"use a block count >= 1, {DEPTH_FORMS} (N >= 1)"
+    match = RELATIVE_DEPTH.fullmatch(value.strip()) if isinstance(value, str) else None
     if match:
         cut = int(match.group(1) or 0)
         if match.group(1) is not None and cut < 1:

@@ -27,6 +27,15 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 from ray.tune import Callback
 
+from study.names import (
+    ARM_KIND,
+    RUN_KIND,
+    STUDY_KIND,
+    STUDY_RUN_ID,
+    STUDY_TAGS,
+    TRIAL_CONFIG,
+    TRIAL_KIND,
+)
 from study.plan import trial_key
 
 log = logging.getLogger(__name__)
@@ -45,11 +54,6 @@ STATUS_RUN = {
 MAX_PARAM = 6000  # MLflow's limit on a param value
 RETRY_S = 10  # seconds between tries while the tracking server is down
 DRAIN_S = 600  # at the end of a phase, how long to wait for it to come back
-
-
-def default_tracking_uri(base: Path | str = ".") -> str:
-    """A sqlite store beside the project (MLflow 3 refuses a bare file store)."""
-    return f"sqlite:///{(Path(base) / 'mlflow.db').resolve()}"
 
 
 def artifact_location(tracking_uri: str) -> str | None:
@@ -155,10 +159,10 @@ class StudyTracker:
         return self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
 
     def study_run(self, invocation: str, name: str, tags: dict[str, str], params: dict) -> str:
-        run_id = self._find(study_invocation=invocation, run_kind="study")
+        run_id = self._find(study_invocation=invocation, **{RUN_KIND: STUDY_KIND})
         if run_id is None:
             run_id = self._create(
-                name, None, {**tags, "study_invocation": invocation, "run_kind": "study"}
+                name, None, {**tags, "study_invocation": invocation, RUN_KIND: STUDY_KIND}
             )
             self.log_params(run_id, params)
         else:
@@ -167,12 +171,12 @@ class StudyTracker:
 
     def arm_run(self, study_run: str, arm_id: str, factors: dict[str, Any]) -> str:
         key = digest(arm_id)
-        run_id = self._find(study_run_id=study_run, run_kind="arm", arm_key=key)
+        run_id = self._find(**{STUDY_RUN_ID: study_run, RUN_KIND: ARM_KIND}, arm_key=key)
         if run_id is None:
             run_id = self._create(
                 arm_id,
                 study_run,
-                {"study_run_id": study_run, "run_kind": "arm", "arm": arm_id, "arm_key": key},
+                {STUDY_RUN_ID: study_run, RUN_KIND: ARM_KIND, "arm": arm_id, "arm_key": key},
             )
             self.log_params(run_id, factors)
         else:
@@ -181,10 +185,10 @@ class StudyTracker:
 
     def trial_run(self, study_run: str, arm_run: str, key: str, tags: dict[str, str]) -> str:
         hashed = digest(key)
-        run_id = self._find(study_run_id=study_run, run_kind="trial", trial_hash=hashed)
+        run_id = self._find(**{STUDY_RUN_ID: study_run, RUN_KIND: TRIAL_KIND}, trial_hash=hashed)
         if run_id is None:
-            extra = {"run_kind": "trial", "trial_key": key, "trial_hash": hashed}
-            run_id = self._create(key, arm_run, {**tags, "study_run_id": study_run, **extra})
+            extra = {RUN_KIND: TRIAL_KIND, "trial_key": key, "trial_hash": hashed}
+            run_id = self._create(key, arm_run, {**tags, STUDY_RUN_ID: study_run, **extra})
         return run_id
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
@@ -311,7 +315,7 @@ class MlflowTrackingCallback(Callback):
         a failed write finishes what the failed one began."""
         if trial.trial_id in self._runs:
             return self._runs[trial.trial_id]
-        tags = trial.config["study"]
+        tags = trial.config[STUDY_TAGS]
         run_id = self.tracker.trial_run(
             self.study_run,
             self.arm_runs[tags["arm"]],
@@ -329,7 +333,7 @@ class MlflowTrackingCallback(Callback):
         if run_id not in self._logged_step:
             last = self.tracker.last_step(run_id)
             if last < 0:  # same values again are accepted by MLflow
-                self.tracker.log_params(run_id, {**trial.config["trial"], **tags})
+                self.tracker.log_params(run_id, {**trial.config[TRIAL_CONFIG], **tags})
             self._logged_step[run_id] = last
         self._runs[trial.trial_id] = run_id
         return run_id
@@ -348,7 +352,7 @@ class MlflowTrackingCallback(Callback):
             tags["error"] = _error_text(trial)
             tags["failures"] = int(getattr(trial, "num_failures", 0))
         self._write(lambda: self._record_end(trial, tags, STATUS_RUN[status]))
-        study = trial.config["study"]
+        study = trial.config[STUDY_TAGS]
         value = result.get(self.metric, float("nan"))
         line = {**study, "status": status, self.metric: value, "epoch": result.get("epoch")}
         self.finished.append(line)

@@ -26,6 +26,15 @@ def test_driver_start_up_imports_no_torch():
     assert done.stdout.strip() == "[]", done.stdout
 
 
+def test_making_a_report_imports_neither_ray_nor_torch():
+    """A report is made from MLflow alone, on any machine that sees the store."""
+    code = "import sys, study.report\nprint([m for m in ('ray', 'torch') if m in sys.modules])\n"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_layer_count_read_from_config_json(tmp_path):
     (tmp_path / "config.json").write_text(
         json.dumps({"model_type": "distilbert", "n_layers": 5, "n_heads": 4})

@@ -4,9 +4,15 @@ against a model's config without loading either."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from trainables.errors import ModelError
+
+# `full` is every block, `full-N` all but the top N: a study can say "remove the last block"
+# without knowing the model's layer count on the machine that plans it
+RELATIVE_DEPTH = re.compile(r"full(?:\s*-\s*(\d+))?")
+DEPTH_FORMS = "'full' or 'full-N'"
 
 
 @dataclass(frozen=True)

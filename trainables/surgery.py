@@ -10,13 +10,16 @@ an unknown layout could silently operate on the wrong modules.
 
 from __future__ import annotations
 
-import re
-
 import torch
 from torch import nn
 
 from trainables.errors import ModelError
-from trainables.layouts import SUPPORTED_MODEL_TYPES, layout_of  # noqa: F401 - re-exported
+from trainables.layouts import (  # noqa: F401 - SUPPORTED_MODEL_TYPES re-exported
+    DEPTH_FORMS,
+    RELATIVE_DEPTH,
+    SUPPORTED_MODEL_TYPES,
+    layout_of,
+)
 
 # A truncated normal cut at +-2 std has a smaller spread than `std`; tests and reports use this.
 TRUNC_STD_FACTOR = 0.8796256610342398
@@ -65,16 +68,13 @@ def attention_projections(
     return linears  # type: ignore[return-value]
 
 
-_RELATIVE_DEPTH = re.compile(r"full(?:\s*-\s*(\d+))?")
-
-
 def resolve_depth(depth: int | str, total: int) -> int:
     """`full` is every block, `full-N` all but the top N: a study can say "remove the last
     block" without knowing the model's layer count on the machine that plans it."""
     if isinstance(depth, str):
-        match = _RELATIVE_DEPTH.fullmatch(depth.strip())
+        match = RELATIVE_DEPTH.fullmatch(depth.strip())
         if match is None:
-            raise ModelError(f"depth {depth!r} must be a number, 'full' or 'full-N'")
+            raise ModelError(f"depth {depth!r} must be a number, {DEPTH_FORMS}")
         return total - int(match.group(1) or 0)
     return depth
 

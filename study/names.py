@@ -1,0 +1,36 @@
+"""The names the driver, the tracking callback and the report must spell alike.
+
+A study writes MLflow from the driver and reads it back in the report, possibly years later
+and on another machine; a tag spelt one way on one side and another way on the other would
+silently drop runs. Each such name is defined once, here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# phases of a study, in the order they run
+EXPLORE, CONFIRM = "explore", "confirm"
+PHASES = (EXPLORE, CONFIRM)
+
+# the two parts of a Ray Tune trial's config: the trial settings and the study's bookkeeping
+TRIAL_CONFIG, STUDY_TAGS = "trial", "study"
+
+# MLflow tags
+RUN_KIND = "run_kind"  # which level of the tree a run is
+STUDY_KIND, ARM_KIND, TRIAL_KIND = "study", "arm", "trial"
+STUDY_RUN_ID = "study_run_id"  # on arm and trial runs: the study run they belong to
+ANALYSIS_TAG = "analysis"  # on the study run: the declared analysis, JSON
+REUSED_TAG = "confirm_reused"  # on an explore trial run that also counts as a confirm trial
+
+
+def default_tracking_uri(base: Path | str = ".") -> str:
+    """A sqlite store beside the project (MLflow 3 refuses a bare file store)."""
+    return f"sqlite:///{(Path(base) / 'mlflow.db').resolve()}"
+
+
+def tracking_uri(given: str | None) -> str:
+    """The tracking URI a command uses: the one given, else MLFLOW_TRACKING_URI, else the
+    default store."""
+    return given or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()

@@ -27,7 +27,8 @@ def run_confirm_rounds(
     """True once the last needed round finished; False when interrupted."""
     confirm = context.spec.confirm
     done = state.setdefault("confirm_rounds", [])
-    arms = state.get("confirm_arms") or [arm.id for arm in context.plan.arms]
+    # the arms still in the rounds; [] once every comparison is decided
+    arms = state.get("confirm_arms", [arm.id for arm in context.plan.arms])
     skip = _reused(context, state, chosen)
     for index in range(len(done), len(confirm.looks)):
         if index and not arms:

@@ -350,3 +350,22 @@ def test_data_seeds_cross_every_confirm_seed_and_split_the_variance(
     assert "init_share" in split and "depth=3" in split
     comparisons = (folder / "comparisons.csv").read_text()
     assert "2/0 2/1 3/0 3/1" in comparisons  # the paired units are (seed, data seed)
+
+
+def test_confirm_rounds_stop_once_every_comparison_is_decided(tmp_path, tiny_model, tiny_corpus):
+    """A margin far wider than the arms' difference: equivalence is shown at the first look,
+    so the second round never runs and the report gives the verdict of that look."""
+    confirm = {"select": "best", "seeds": 2, "max_seeds": 4, "step": 2}
+    phases = {"explore": {"samples": 2, "seeds": 2}, "confirm": confirm}
+    analysis = {"primary": "dev_loss", "margin": 10.0}
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases, analysis=analysis)
+    done = run_study(study, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "after 2 units: equivalent" in done.stderr
+    assert "confirm round 1" not in done.stderr
+    confirm_seeds = {
+        r.data.tags["seed"] for r in runs_by_kind(tmp_path)["trial"]
+        if r.data.tags["phase"] == "confirm"
+    }  # fmt: skip
+    assert confirm_seeds == {"2", "3"}
+    assert "(1 primary comparison(s) on dev_loss: depth=2 vs depth=3: equivalent)" in done.stdout

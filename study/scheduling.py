@@ -32,19 +32,14 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
 from optuna.trial import TrialState
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
 from study.names import CONFIRM, EXPLORE, STUDY_TAGS, TRIAL_CONFIG
 from study.plan import Arm, max_epochs, study_tags, trial_config
-from study.spec import Distribution, StudySpec
+from study.sample_space import finite_points, optuna_distribution
+from study.spec import StudySpec
 
 log = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -53,14 +48,7 @@ ASHA_METRIC = "seed_mean"
 TIME_ATTR = "epoch"  # every trial reports `epoch`; rungs are in epochs
 
 
-def optuna_distribution(dist: Distribution) -> BaseDistribution:
-    if dist.kind == "loguniform":
-        return FloatDistribution(float(dist.low), float(dist.high), log=True)
-    if dist.kind == "uniform":
-        return FloatDistribution(float(dist.low), float(dist.high))
-    if dist.kind == "int":
-        return IntDistribution(int(dist.low), int(dist.high), step=dist.step or 1)
-    return CategoricalDistribution(list(dist.choices))
+MAX_REPEATS = 50  # Optuna asks before an unused point of a finite space is taken in order
 
 
 @dataclass
@@ -212,13 +200,30 @@ class ArmSearcher(_SavedSearcher):
         arm = self._arms[self._asked % len(self._arms)]
         index = self._asked // len(self._arms)
         self._asked += 1
-        trial = self._studies[arm.id].ask(self._distributions)
+        trial = self._ask_new(arm)
         sample = SampleRecord(arm.id, index, dict(trial.params), trial.number, self._seeds)
         self.samples[sample.key] = sample
         if self._ashas[arm.id] is not None:
             self._ashas[arm.id].on_trial_add(None, _SampleHandle(sample.key))
         self._queue.extend((sample, seed) for seed in self._seeds)
         return True
+
+    def _ask_new(self, arm: Arm) -> optuna.trial.Trial:
+        """An Optuna sample this arm has not run yet: the same configuration on the same seeds
+        would only repeat a trial. A repeat is told FAIL (TPE ignores it) and asked again; the
+        study file guarantees a finite space holds enough distinct samples, and in a
+        continuous one a repeat is all but impossible."""
+        study = self._studies[arm.id]
+        taken = [s.params for s in self.samples.values() if s.arm == arm.id]
+        for _ in range(MAX_REPEATS):
+            trial = study.ask(self._distributions)
+            if trial.params not in taken:
+                return trial
+            study.tell(trial.number, state=TrialState.FAIL)
+        free = [p for p in finite_points(self._distributions) if p not in taken]
+        if free:
+            study.enqueue_trial(free[0])  # the next ask returns it, under the same distributions
+        return study.ask(self._distributions)
 
     def _tell(self, sample: SampleRecord) -> None:
         sample.told = True

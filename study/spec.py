@@ -877,8 +877,27 @@ def _explore(
     if samples is None:
         raise _missing(doc, (*path, "samples"), "the number of Optuna samples per arm (>= 1)")
     _integer(doc, (*path, "samples"), samples, 1, "Optuna samples per arm, >= 1")
+    distinct = _distinct_samples(search)
+    if distinct is not None and samples > distinct:
+        raise _bad(doc, (*path, "samples"), samples, f"at most {distinct}: the searched factors "
+                   f"have {distinct} distinct values, and a sample drawn twice would only "
+                   "repeat trials")  # fmt: skip
     phase_seeds = _phase_seeds(doc, (*path, "seeds"), value.get("seeds"), seeds, 0)
     return ExplorePhase(samples, phase_seeds, _asha(doc, value.get("asha")))
+
+
+def _distinct_samples(search: dict[str, Distribution]) -> int | None:
+    """How many different samples a space of categorical and int factors holds; None when a
+    factor is real-valued (no limit)."""
+    count = 1
+    for dist in search.values():
+        if dist.kind == "categorical":
+            count *= len(dist.choices or ())
+        elif dist.kind == "int":
+            count *= (int(dist.high) - int(dist.low)) // (dist.step or 1) + 1
+        else:
+            return None
+    return count
 
 
 def _asha(doc: _Doc, value: Any) -> AshaSettings | None:

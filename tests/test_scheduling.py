@@ -57,6 +57,18 @@ def test_samples_are_emitted_once_per_seed_back_to_back_round_robin_over_arms(se
         assert first[1]["trial"]["seed"] != second[1]["trial"]["seed"]
 
 
+def test_no_arm_draws_one_sample_twice(tmp_path, tiny_model, tiny_corpus):
+    """A categorical space as large as the samples asked: each arm gets every value once, so
+    no configuration runs twice on the same seeds (seeded TPE alone repeats 3e-3 in arm 1)."""
+    path = write_study(tmp_path, str(tiny_model), tiny_corpus)  # lr in {1e-6, 3e-3}, 2 samples
+    searcher = ArmSearcher(load_study(str(path), "default"), make_plan(load_study(str(path))).arms)
+    suggested = [c for _, c in _suggest_all(searcher)]
+    for arm in (0, 1):
+        lrs = {c["trial"]["lr"] for c in suggested if c["study"]["arm_index"] == arm}
+        assert lrs == {1.0e-6, 3.0e-3}, lrs
+    assert len(suggested) == 8
+
+
 def test_asha_decides_on_the_seed_mean_and_stops_both_seeds(searcher):
     suggested = _suggest_all(searcher)
     (_, a0), (_, a1), _, _, (_, b0), (_, b1), _, _ = suggested  # arm 0: samples a and b
@@ -183,7 +195,7 @@ def test_confirm_runs_every_chosen_sample_on_every_seed_seed_major(spec):
     chosen = {arm.id: [{"lr": 0.001}] for arm in arms}
     configs = confirm_configs(spec, arms, chosen)
     order = [(c["study"]["seed"], c["study"]["arm_index"]) for c in configs]
-    assert order == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert order == [(2, 0), (2, 1), (3, 0), (3, 1)]  # held-out seeds: explore ran 0 and 1
     assert all(c["study"]["phase"] == "confirm" and c["trial"]["lr"] == 0.001 for c in configs)
     planned = PlannedSearcher(spec, configs)
     got = [planned.suggest(f"t{i}") for i in range(5)]

@@ -158,10 +158,11 @@ def test_default_profile_is_applied_unless_profile_is_none(tmp_path, study):
 
 
 def test_profile_changing_a_distribution_type_replaces_it(tmp_path, study):
-    study["profiles"]["smoke"]["search"] = {"lr": {"type": "categorical", "choices": [1.0e-4]}}
+    choices = [1.0e-4, 2.0e-4, 3.0e-4, 4.0e-4]  # as many as explore samples: none drawn twice
+    study["profiles"]["smoke"]["search"] = {"lr": {"type": "categorical", "choices": choices}}
     write(tmp_path, study)
     smoke = load_study("study", profile="smoke", folder=tmp_path)
-    assert smoke.search["lr"] == Distribution("categorical", choices=(1.0e-4,))
+    assert smoke.search["lr"] == Distribution("categorical", choices=tuple(choices))
 
 
 def test_profile_can_switch_a_phase_off(tmp_path, study):
@@ -378,6 +379,11 @@ BAD = [
     ("no phases", {"phases": {}}, "phases: no phase", "phases: {}"),
     ("unknown phase", {"phases.warmup": {"samples": 1}},
      "phases.warmup: unknown key 'warmup'; known keys: explore, confirm", "warmup:"),
+    ("more samples than the space holds",
+     {"search.lr": {"type": "categorical", "choices": [1.0e-4, 3.0e-4]},
+      "phases.explore.samples": 3},
+     "phases.explore.samples: 3 is not allowed: at most 2: the searched factors have 2 distinct",
+     "samples: 3"),
     ("samples zero", {"phases.explore.samples": 0},
      "phases.explore.samples: 0 is not allowed: Optuna samples per arm", "samples: 0"),
     ("asha reduction factor", {"phases.explore.asha.reduction_factor": 1},

@@ -41,7 +41,7 @@ from study.spec import StudySpec
 from study.storage import StudyStore, drop_checkpoints, is_uri
 from study.storage_guard import StorageGuard
 from study.tracking import MlflowTrackingCallback, StudyTracker
-from trainables.errors import UserInputError
+from trainables.errors import UserInputError, first_line
 from trainables.tune_adapter import train_tagger
 
 log = logging.getLogger(__name__)
@@ -63,11 +63,6 @@ class PhaseContext:
     reuse_workers: bool = True
 
 
-def _one_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return lines[0] if lines else type(err).__name__
-
-
 def probe_tracking(uri: str) -> None:
     """Fail fast with one line when a tracking server does not answer, before Ray starts:
     MLflow's own client retries an unreachable server for minutes before it gives up."""
@@ -84,7 +79,9 @@ def connect_tracking(uri: str, experiment: str) -> StudyTracker:
     try:
         return StudyTracker(uri, experiment)
     except Exception as err:  # noqa: BLE001 - see the docstring
-        raise UserInputError(f"MLflow tracking URI {uri} cannot be used: {_one_line(err)}") from err
+        raise UserInputError(
+            f"MLflow tracking URI {uri} cannot be used: {first_line(err)}"
+        ) from err
 
 
 def check_address(address: str | None, timeout_s: float = 5.0) -> None:
@@ -116,7 +113,7 @@ def start_ray(address: str | None, num_cpus: int | None, store: StudyStore) -> N
             ray.init(num_cpus=num_cpus, object_store_memory=256 * 1024**2, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = f"--address {address}" if address else "a local Ray"
-        raise UserInputError(f"cannot start or reach {where}: {_one_line(err)}") from err
+        raise UserInputError(f"cannot start or reach {where}: {first_line(err)}") from err
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     log.info(
         "Ray: %d node(s) on %d host(s), resources %s",

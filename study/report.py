@@ -41,7 +41,7 @@ from study.report_data import (
 from study.report_heads import heads_tables, is_heads_study
 from study.report_markdown import render_markdown
 from study.variance import variance_table
-from trainables.errors import UserInputError
+from trainables.errors import UserInputError, joined
 
 log = logging.getLogger(__name__)
 SUMMARY_METRIC = "test_f1"  # f1_mean / f1_std on arm runs: held-out F1, not the tuned dev F1
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         report = write_report(uri, args.study, args.out, args.run_id,
                               log_to_mlflow=not args.no_mlflow)  # fmt: skip
     except UserInputError as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"error: {joined(err)}", file=sys.stderr)
         return 2
     print(report.summary_line())
     return 0

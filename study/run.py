@@ -36,7 +36,7 @@ from study.storage import StudyStore
 from study.storage_guard import is_storage_full, no_space_reason, storage_context
 from study.tracking import StudyTracker
 from trainables.data.sources import load_checked_splits
-from trainables.errors import UserInputError
+from trainables.errors import UserInputError, joined
 
 log = logging.getLogger("study")
 
@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _fail(message: str) -> int:
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"error: {joined(message)}", file=sys.stderr)
     return 2
 
 

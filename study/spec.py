@@ -28,7 +28,7 @@ import yaml
 from study.analysis import SPENDING, Analysis
 from trainables import layouts
 from trainables.config import TrialConfig
-from trainables.errors import ConfigError, ModelError
+from trainables.errors import ConfigError, ModelError, joined
 from trainables.layouts import DEPTH_FORMS, RELATIVE_DEPTH
 from trainables.model_source import read_config_json, resolve_model
 
@@ -266,7 +266,7 @@ def _read(path: Path) -> _Doc:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(f"{display}: cannot read the study file: {_one_line(str(err))}") from None
+        raise SpecError(f"{display}: cannot read the study file: {joined(str(err))}") from None
     data, lines = _parse_yaml(text, display)
     doc = _Doc(display, data, lines)
     if not isinstance(data, dict):
@@ -288,7 +288,7 @@ def _parse_yaml(text: str, display: str) -> tuple[Any, dict[FieldPath, int]]:
     except yaml.MarkedYAMLError as err:
         raise SpecError(_syntax_message(err, display)) from None
     except yaml.YAMLError as err:
-        raise SpecError(f"{display}:1: YAML syntax error: {_one_line(str(err))}") from None
+        raise SpecError(f"{display}:1: YAML syntax error: {joined(str(err))}") from None
     finally:
         loader.dispose()
     return data, _node_lines(node, (), {}, set())
@@ -298,7 +298,7 @@ def _syntax_message(err: yaml.MarkedYAMLError, display: str) -> str:
     mark = err.problem_mark or err.context_mark
     where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1"
     problem = ": ".join(part for part in (err.context, err.problem) if part)
-    return f"{display}:{where}: YAML syntax error: {_one_line(problem or str(err))}"
+    return f"{display}:{where}: YAML syntax error: {joined(problem or str(err))}"
 
 
 def _check_duplicate_keys(node: yaml.Node, display: str, path: FieldPath) -> None:
@@ -1134,7 +1134,7 @@ def _searched_values(search: dict[str, Distribution], name: str) -> list[tuple[F
 
 def _fail(doc: _Doc, path: FieldPath, text: str) -> SpecError:
     line, name = doc.locate(path)
-    return SpecError(f"{doc.display}:{line}: {name or '(top level)'}: {_one_line(text)}")
+    return SpecError(f"{doc.display}:{line}: {name or '(top level)'}: {joined(text)}")
 
 
 def _bad(doc: _Doc, path: FieldPath, value: Any, allowed: str) -> SpecError:
@@ -1143,7 +1143,7 @@ def _bad(doc: _Doc, path: FieldPath, value: Any, allowed: str) -> SpecError:
 
 def _missing(doc: _Doc, path: FieldPath, allowed: str) -> SpecError:
     line, name = doc.locate(path)
-    return SpecError(f"{doc.display}:{line}: {name} is missing: {_one_line(allowed)}")
+    return SpecError(f"{doc.display}:{line}: {name} is missing: {joined(allowed)}")
 
 
 def _mapping(doc: _Doc, path: FieldPath, value: Any, allowed: str) -> None:
@@ -1233,7 +1233,7 @@ def _text_number_hint(value: Any) -> str:
 
 
 def _allowed_part(err: Exception) -> str:
-    text = _one_line(str(err))
+    text = joined(str(err))
     return text.split(" is not allowed: ", 1)[-1]
 
 
@@ -1252,11 +1252,7 @@ def _suggest(name: Any, known: tuple[str, ...]) -> str:
 
 def _show(value: Any, limit: int = 80) -> str:
     text = repr(list(value) if isinstance(value, tuple) else value)
-    return _one_line(text if len(text) <= limit else text[: limit - 3] + "...")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())
+    return joined(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def _dotted(path: FieldPath) -> str:

@@ -37,6 +37,7 @@ from study.names import (
     TRIAL_KIND,
 )
 from study.plan import trial_key
+from trainables.errors import first_line
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +282,7 @@ class MlflowTrackingCallback(Callback):
                 if not was_down:
                     log.warning("MLflow at %s is not answering (%s); %d write(s) queued, "
                                 "retrying every %d s while the study goes on", self.tracking_uri,
-                                _first_line(err), len(self._pending), RETRY_S)  # fmt: skip
+                                first_line(err, 300), len(self._pending), RETRY_S)  # fmt: skip
                 self._retry_at = time.monotonic() + RETRY_S
                 return
             self._pending.pop(0)
@@ -405,11 +406,6 @@ class _ResultWrite:
             self.batches.pop(0)
             self.in_doubt = False
         callback._logged_step[run_id] = max(self.step, callback._logged_step.get(run_id, -1))
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return lines[0][:300] if lines else type(err).__name__
 
 
 def trial_error_text(trial) -> str:

@@ -23,3 +23,15 @@ class ConfigError(UserInputError):
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the trial's result would be garbage."""
+
+
+def first_line(err: BaseException, limit: int | None = None) -> str:
+    """The first non-blank line of an error from a library (whose messages can run to pages),
+    or its type's name when it has none."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0][:limit] if lines else type(err).__name__
+
+
+def joined(text: object) -> str:
+    """A message of our own on one line: every line break and run of spaces made one space."""
+    return " ".join(str(text).split())

@@ -24,22 +24,17 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from trainables import surgery
-from trainables.errors import ModelError
+from trainables.errors import ModelError, first_line
 from trainables.model_source import EMBEDDED_MODEL, resolve_model  # noqa: F401 - re-exported
 
 IGNORE_INDEX = -100
-
-
-def _one_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return lines[0] if lines else type(err).__name__
 
 
 def _load_config(resolved: str, name: str) -> PretrainedConfig:
     try:
         return AutoConfig.from_pretrained(resolved)
     except (OSError, ValueError, KeyError) as err:
-        raise ModelError(f"cannot load the config of model {name!r}: {_one_line(err)}") from err
+        raise ModelError(f"cannot load the config of model {name!r}: {first_line(err)}") from err
 
 
 def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
@@ -69,7 +64,7 @@ def _load_model(resolved: str, name: str, config: PretrainedConfig) -> PreTraine
         with _quiet_transformers():
             return AutoModel.from_pretrained(resolved, config=config, **_model_kwargs(config))
     except (OSError, ValueError, KeyError) as err:
-        raise ModelError(f"cannot load the weights of model {name!r}: {_one_line(err)}") from err
+        raise ModelError(f"cannot load the weights of model {name!r}: {first_line(err)}") from err
 
 
 # Byte-level BPE tokenizers must be told that pre-split words are preceded by a space,
@@ -82,7 +77,7 @@ def _load_tokenizer(resolved: str, name: str, model_type: str) -> PreTrainedToke
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved, **kwargs)
     except (OSError, ValueError, KeyError) as err:
-        raise ModelError(f"cannot load the tokenizer of model {name!r}: {_one_line(err)}") from err
+        raise ModelError(f"cannot load the tokenizer of model {name!r}: {first_line(err)}") from err
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(
             f"model {name!r} has a slow tokenizer ({type(tokenizer).__name__}); a fast tokenizer "

@@ -35,7 +35,7 @@ from trainables.data.corpus import nested_fraction_indices
 from trainables.data.encoding import EncodedSplit, decode, encode
 from trainables.data.sources import load_checked_splits
 from trainables.device import autocast, resolve_device
-from trainables.errors import TrainingDiverged, UserInputError
+from trainables.errors import TrainingDiverged, UserInputError, joined
 from trainables.memory import keep_freed_memory
 from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
 from trainables.tagger import build_tagger, load_encoder, param_groups
@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             trial.restore(args.checkpoint_dir)
         metrics = _run_logged(trial, args.checkpoint_dir, args.metrics_out)
     except (UserInputError, TrainingDiverged, FileNotFoundError, yaml.YAMLError) as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"error: {joined(err)}", file=sys.stderr)
         return 2
     if metrics.get("final"):
         print(

@@ -147,8 +147,8 @@ class ArmSearcher(_SavedSearcher):
             metric=ASHA_METRIC,
             mode=self._spec.metric.mode,
             max_t=max_t,
-            grace_period=min(asha.grace_period, max_t),
-            reduction_factor=asha.reduction_factor,
+            grace_period=self._grace(max_t),
+            reduction_factor=self._reduction(),
             stop_last_trials=False,
         )
 
@@ -269,11 +269,21 @@ class ArmSearcher(_SavedSearcher):
 
     def last_rung(self, arm: str) -> float | None:
         """The highest ASHA milestone below max_t: after it, a sample is never stopped."""
-        asha = self._ashas.get(arm)
-        if asha is None:
+        if self._ashas.get(arm) is None:
             return None
-        below = [m for m, _ in asha._brackets[0]._rungs if m < asha._max_t]
+        max_t = self._max_t(arm)
+        below = [m for m in asha_milestones(self._grace(max_t), self._reduction(), max_t)
+                 if m < max_t]  # fmt: skip
         return max(below) if below else None
+
+    def _max_t(self, arm_id: str) -> float:
+        return max_epochs(self._spec, self._arms[self._arm_index(arm_id)])
+
+    def _grace(self, max_t: float) -> float:
+        return min(self._spec.explore.asha.grace_period, max_t)
+
+    def _reduction(self) -> float:
+        return self._spec.explore.asha.reduction_factor
 
     def waiting_at_last_rung(self, study_tags_: dict[str, Any]) -> bool:
         """True for a seed that has reached its arm's last rung while a sibling has not, so
@@ -302,7 +312,7 @@ class ArmSearcher(_SavedSearcher):
             epoch = max(sample.reports[s][index][0] for s in sample.seeds)
             mean = float(np.mean([sample.reports[s][index][1] for s in sample.seeds]))
             sample.rung_means.append((epoch, mean))
-            if asha is None or epoch >= asha._max_t:
+            if asha is None or epoch >= self._max_t(sample.arm):
                 continue  # the final evaluation is never a reason to stop
             decision = asha.on_trial_result(
                 None, _SampleHandle(sample.key), {TIME_ATTR: epoch, ASHA_METRIC: mean}
@@ -329,6 +339,14 @@ class ArmSearcher(_SavedSearcher):
             if set(sample.outcome.values()) == {"completed"} and sample.final
         ]
         return {arm: params for arm, (_, params) in best_per_arm(candidates, self.mode).items()}
+
+
+def asha_milestones(grace_period: float, reduction_factor: float, max_t: float) -> list[float]:
+    """The epochs at which Ray's ASHA (one bracket) decides, computed as Ray does rather than
+    read from its private state; tests/test_scheduling.py pins the two together, so a Ray
+    upgrade that changes the rungs fails there, loudly."""
+    count = int(math.log(max_t / grace_period) / math.log(reduction_factor) + 1)
+    return sorted(grace_period * reduction_factor**k for k in range(max(count, 0)))
 
 
 def best_per_arm(

@@ -212,3 +212,18 @@ def test_tune_may_start_as_many_trials_at_once_as_fit():
     cluster = {"CPU": 64.0, "GPU": 8.0}
     assert trials_at_once({"cpu": 4, "gpu": 1}, cluster, None) == 8  # the GPUs bind first
     assert trials_at_once({"cpu": 4, "gpu": 1}, {"CPU": 64.0}, None) == 1  # no GPU yet
+
+
+@pytest.mark.parametrize(("grace", "reduction", "max_t"),
+                         [(1, 2, 3), (1, 2, 8), (0.5, 3, 10), (2, 2, 2), (1, 4, 100)])  # fmt: skip
+def test_asha_milestones_are_rays(grace, reduction, max_t):
+    """The one place that looks inside Ray's ASHA: the milestones the searcher computes must
+    be the ones Ray's scheduler uses. A Ray upgrade that changes them fails here."""
+    from ray.tune.schedulers import AsyncHyperBandScheduler
+
+    from study.scheduling import asha_milestones
+
+    asha = AsyncHyperBandScheduler(time_attr="epoch", metric="m", mode="max", max_t=max_t,
+                                   grace_period=grace, reduction_factor=reduction)  # fmt: skip
+    rays = sorted(milestone for milestone, _ in asha._brackets[0]._rungs)
+    assert asha_milestones(grace, reduction, max_t) == pytest.approx(rays)

@@ -16,7 +16,7 @@ from typing import Any
 from study import phases
 from study.names import REUSED_TAG
 from study.plan import round_name
-from study.report_data import load_study_record
+from study.report.data import load_study_record
 
 log = logging.getLogger(__name__)
 

@@ -217,7 +217,7 @@ def _import_quietly(module: str) -> None:
 def _report(uri: str, study: str, study_run: str, reports: str) -> None:
     """The study's data is safe in MLflow whatever happens here: a failed report is said in
     one line with the command that makes it again, and the study still counts as finished."""
-    from study.report import write_report  # see _preload_report
+    from study.report.build import write_report  # see _preload_report
 
     try:
         report = write_report(uri, study, run_id=study_run, reports_root=reports)

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from study import plots, report
+from study import report
+from study.report import plots
 from tests.study_helpers import REPO, runs_by_kind, tracking_uri
 
 pytestmark = pytest.mark.study

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study import report_followups as followups
-from study.report_data import StudyRecord
-from study.variance import variance_split, variance_table
+from study.report import followups
+from study.report.data import StudyRecord
+from study.report.variance import variance_split, variance_table
 
 
 def record(trials: pd.DataFrame, **tags) -> StudyRecord:

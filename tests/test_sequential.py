@@ -11,7 +11,7 @@ from scipy import stats as sps
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
-from study import sequential
+from study.stats import sequential
 
 LOOKS = (5, 10, 15, 20)
 

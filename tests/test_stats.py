@@ -10,9 +10,10 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_paired
 
-from study import sequential, stats
+from study import stats
 from study.analysis import Analysis
-from study.comparison import EXPLORATORY
+from study.stats import sequential
+from study.stats._record import EXPLORATORY
 
 FAST_ASO = {"num_samples": 200, "num_bootstrap_iterations": 200}
 
@@ -260,7 +261,7 @@ def test_array_quantile_aso_is_deepsigs_to_the_last_bit(n_a, n_b):
 
     from deepsig import aso as deepsig_aso
 
-    from study.aso_speedup import aso as fast_aso
+    from study.stats._aso import aso as fast_aso
 
     rng = np.random.default_rng(n_a * 100 + n_b)
     a, b = rng.normal(0.50, 0.02, n_a), rng.normal(0.51, 0.02, n_b)

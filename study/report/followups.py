@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.special import gammaln  # noqa: E402
 
-from study.report_data import StudyRecord  # noqa: E402
+from study.report.data import StudyRecord  # noqa: E402
 
 ALL_O = 1e-9  # entity F1 of a tagger that predicts no entity
 DIVERGED = ("nan", "inf", "diverg")

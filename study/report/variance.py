@@ -16,7 +16,7 @@ import pandas as pd
 from statsmodels.formula.api import ols
 from statsmodels.stats.anova import anova_lm
 
-from study.report_data import StudyRecord
+from study.report.data import StudyRecord
 
 
 def variance_split(frame: pd.DataFrame, value: str = "test_f1") -> dict[str, float]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from study.report_data import StudyRecord
+from study.report.data import StudyRecord
 
 SUMMARY = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 

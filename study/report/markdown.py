@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from study import stats
-from study.report_followups import reproducibility_block
+from study.report.followups import reproducibility_block
 
 if TYPE_CHECKING:
     from study.report import Report

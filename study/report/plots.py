@@ -1,4 +1,4 @@
-"""The report's figures, drawn from the tables of `study.report_data` with matplotlib.
+"""The report's figures, drawn from the tables of `study.report.data` with matplotlib.
 
 Each function writes one PNG and returns its path, or None when the study has nothing to
 show for it (no searched lr, fewer than two grid factors, ...). Figures are meant to be read
@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from study.names import EXPLORE  # noqa: E402
-from study.report_data import StudyRecord  # noqa: E402
+from study.report.data import StudyRecord  # noqa: E402
 
 LABELS = {
     "dev_f1": "dev F1 (conlleval)",

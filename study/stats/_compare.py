@@ -12,7 +12,7 @@ one F1 point, the size of the effects studied, so a reader needs more than a p-v
   0 exactly when the test rejects (a percentile bootstrap of 5 differences covers ~80%, not
   95%; it is shown only from 10 seeds on).
 - When the confirm phase runs in rounds, each comparison is decided by the group-sequential
-  rule of `study.sequential` at the first look that decides it, with alpha split over the
+  rule of `study.stats.sequential` at the first look that decides it, with alpha split over the
   primary comparisons (Bonferroni) and spent over the looks.
 - Power is for a true difference of one margin at the observed spread of the differences, not
   the post-hoc power of the observed effect (a function of p).
@@ -31,11 +31,11 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
-from study import sequential
 from study.analysis import Analysis
-from study.aso_speedup import aso
-from study.comparison import Comparison, unit_text
-from study.pairs import arm_pairs, direction
+from study.stats import sequential
+from study.stats._aso import aso
+from study.stats._pairs import arm_pairs, direction
+from study.stats._record import Comparison, unit_text
 
 ALPHA = 0.05  # default family-wise level; a study declares its own in `analysis`
 ASO_TAU = 0.2  # A almost stochastically dominates B when eps_min < tau (Ulmer et al. 2022)

@@ -1,25 +1,16 @@
-"""`python -m study.report NAME`: the study report a researcher would put in an appendix.
-
-    python -m study.report ner_depth                       # newest finished ner_depth study
-    python -m study.report ner_depth --run-id RUN --out reports/x --tracking-uri URI
-
-Reads the study from MLflow (see `study.report_data`), compares arms paired by seed on the
-confirm phase (`study.stats`), and writes `README.md`, CSV tables and PNG plots into one
-folder, all at once (a half-written report never replaces a good one). It then logs the
-folder as artifacts of the study run, and the per-arm summaries and comparison figures as
-metrics of the arm runs, so sorting runs in the MLflow UI shows the significance results.
-"""
+"""Build a study's report from MLflow and log it back: the tables, the figures and the page,
+written into a folder all at once (a half-written report never replaces a good one), then
+logged as artifacts of the study run, with the per-arm summaries and comparison figures as
+metrics of the arm runs, so sorting runs in the MLflow UI shows the results."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,19 +20,19 @@ import pandas as pd
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from study import plots, stats
-from study import report_followups as followups
-from study.names import CONFIRM, tracking_uri
-from study.report_data import (
+from study import stats
+from study.names import CONFIRM
+from study.report import followups, plots
+from study.report.data import (
     StudyRecord,
     layer_dynamics,
     learning_curves,
     load_study_record,
 )
-from study.report_heads import heads_tables, is_heads_study
-from study.report_markdown import render_markdown
-from study.variance import variance_table
-from trainables.errors import UserInputError, joined
+from study.report.heads import heads_tables, is_heads_study
+from study.report.markdown import render_markdown
+from study.report.variance import variance_table
+from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
 SUMMARY_METRIC = "test_f1"  # f1_mean / f1_std on arm runs: held-out F1, not the tuned dev F1
@@ -253,38 +244,3 @@ def log_to_runs(report: Report) -> None:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
-
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m study.report", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("study", help="study name (the MLflow experiment)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
-    parser.add_argument("--out", help="report folder (default reports/<study>[-<profile>])")
-    parser.add_argument("--run-id", help="the study run (default: the newest finished one)")
-    parser.add_argument("--no-mlflow", action="store_true", help="do not log back to MLflow")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S")  # fmt: skip
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
-    uri = tracking_uri(args.tracking_uri)
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        print(f"error: no MLflow store at {uri}; run the study first", file=sys.stderr)
-        return 2
-    try:
-        report = write_report(uri, args.study, args.out, args.run_id,
-                              log_to_mlflow=not args.no_mlflow)  # fmt: skip
-    except UserInputError as err:
-        print(f"error: {joined(err)}", file=sys.stderr)
-        return 2
-    print(report.summary_line())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,55 @@
+"""`python -m study.report NAME`: the study report a researcher would put in an appendix.
+
+    python -m study.report ner_depth                       # newest finished ner_depth study
+    python -m study.report ner_depth --run-id RUN --out reports/x --tracking-uri URI
+
+Reads the study from MLflow (`study.report.data`), compares arms paired by seed on the confirm
+phase under the study's declared analysis (`study.stats`), and writes `README.md`, CSV tables
+and PNG plots into one folder (`study.report.build`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from study.names import tracking_uri
+from study.report.build import write_report
+from trainables.errors import UserInputError, joined
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m study.report", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("study", help="study name (the MLflow experiment)")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
+    parser.add_argument("--out", help="report folder (default reports/<study>[-<profile>])")
+    parser.add_argument("--run-id", help="the study run (default: the newest finished one)")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log back to MLflow")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")  # fmt: skip
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    uri = tracking_uri(args.tracking_uri)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        print(f"error: no MLflow store at {uri}; run the study first", file=sys.stderr)
+        return 2
+    try:
+        report = write_report(uri, args.study, args.out, args.run_id,
+                              log_to_mlflow=not args.no_mlflow)  # fmt: skip
+    except UserInputError as err:
+        print(f"error: {joined(err)}", file=sys.stderr)
+        return 2
+    print(report.summary_line())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Statistics of paired seed comparisons under a declared analysis.
+
+The public names below are what the report and the driver use; each job sits in its own
+module: `_compare` (the figures of a comparison and the verdicts under multiplicity), `_record`
+(the comparison record and its wording), `_pairs` (which arms are compared), `sequential`
+(alpha spending, the decision rule shared by the driver and the report, power), `_aso`
+(deepsig's almost stochastic order, vectorised).
+"""
+
+from __future__ import annotations
+
+from study.stats import sequential
+from study.stats._compare import (
+    ALPHA,
+    ASO_TAU,
+    BOOTSTRAP_MIN_SEEDS,
+    POWER,
+    bootstrap_ci,
+    cohens_dz,
+    compare,
+    compare_arms,
+    holm,
+    pair_scores,
+    sequential_decision,
+    t_interval,
+    wilcoxon_min_p,
+    with_level,
+)
+from study.stats._pairs import DIRECTIONS, arm_pairs, direction
+from study.stats._record import EXPLORATORY, Comparison, unit_text
+
+__all__ = [
+    "ALPHA", "ASO_TAU", "BOOTSTRAP_MIN_SEEDS", "DIRECTIONS", "EXPLORATORY", "POWER",
+    "Comparison", "arm_pairs", "bootstrap_ci", "cohens_dz", "compare", "compare_arms",
+    "direction", "holm", "pair_scores", "sequential", "sequential_decision", "t_interval",
+    "unit_text", "wilcoxon_min_p", "with_level",
+]  # fmt: skip

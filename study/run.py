@@ -35,6 +35,7 @@ from study.spec import load_study
 from study.storage import StudyStore
 from study.storage_guard import is_storage_full, no_space_reason, storage_context
 from study.tracking import StudyTracker
+from study.tracking.summary import confirm_summary
 from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError, joined
 
@@ -148,7 +149,7 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    summary = phases.confirm_summary(tracker, study_run, spec.metric.name)
+    summary = confirm_summary(tracker, study_run, spec.metric.name)
     print(summary)
     tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
     _report(uri, spec.name, study_run, args.reports)

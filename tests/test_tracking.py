@@ -129,3 +129,21 @@ def test_result_batches_put_layers_at_their_index_and_fit_mlflow_limits():
     assert all(len(m) + len(t) <= MAX_BATCH for m, t in batches)
     assert sum(len(m) for m, _ in batches) == 2 * MAX_BATCH
     assert [len(t) for _, t in batches] == [1, 0, 0]
+
+
+def test_a_callback_saved_under_the_old_module_path_still_loads():
+    """Tune pickles the callback into a phase's saved state; a study saved before the tracking
+    package existed names it `study.tracking.MlflowTrackingCallback`, and must resume."""
+    import pickle
+
+    callback = MlflowTrackingCallback("sqlite:///x.db", "s", "run-1", {"arm": "a1"}, "dev_loss")
+    saved = pickle.dumps(callback, protocol=0)
+    assert b"study.tracking.callback" in saved
+    old = saved.replace(b"study.tracking.callback", b"study.tracking")
+    loaded = pickle.loads(old)
+    assert type(loaded) is MlflowTrackingCallback
+    assert (loaded.study_run, loaded.arm_runs, loaded.metric) == (
+        "run-1",
+        {"arm": "a1"},
+        "dev_loss",
+    )

@@ -1,0 +1,222 @@
+"""The MLflow records of a study, without Ray: the run tree and how each run is found again.
+
+Tree: experiment = study name; one *study run* per invocation of `study.run`; under it one
+*arm run* per arm (the report adds the arm's summary statistics there); under each arm run one
+*trial run* per trial, with every factor as a param, a metric per evaluation (step =
+optimizer step), the final metrics, and tags for arm, phase, sample, seed, status
+(completed / pruned / errored) and Ray's trial id.
+
+Every run is found by a stable key before it is created, so `--resume` (a new driver, a
+restored Tune experiment) writes into the same runs and never duplicates one; metrics at
+steps already logged are not logged again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+from study.names import (
+    ARM_KIND,
+    RUN_KIND,
+    STUDY_KIND,
+    STUDY_RUN_ID,
+    TRIAL_KIND,
+)
+
+log = logging.getLogger(__name__)
+
+# What Ray adds to every result; not metrics of the trial.
+RAY_KEYS = {
+    "time_this_iter_s", "time_total_s", "timestamp", "training_iteration", "pid", "hostname",
+    "node_ip", "time_since_restore", "iterations_since_restore", "checkpoint_dir_name",
+    "date", "trial_id", "experiment_tag", "done", "should_checkpoint", "config",
+}  # fmt: skip
+STATUS_RUN = {
+    "completed": RunStatus.to_string(RunStatus.FINISHED),
+    "pruned": RunStatus.to_string(RunStatus.KILLED),
+    "errored": RunStatus.to_string(RunStatus.FAILED),
+}
+MAX_PARAM = 6000  # MLflow's limit on a param value
+
+
+def artifact_location(tracking_uri: str) -> str | None:
+    """A sqlite store keeps artifacts in `mlartifacts/` beside the database file,
+    not in `./mlruns` under whatever folder the driver happened to start in. A server
+    decides for itself (None)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    database = Path(tracking_uri.removeprefix("sqlite:///")).resolve()
+    return (database.parent / "mlartifacts").as_uri()
+
+
+def digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+def numeric_metrics(result: dict[str, Any]) -> dict[str, float]:
+    return {
+        key: float(value)
+        for key, value in result.items()
+        if key not in RAY_KEYS and isinstance(value, int | float) and not isinstance(value, bool)
+    }
+
+
+def split_layer_metrics(
+    metrics: dict[str, float],
+) -> tuple[dict[str, float], dict[str, dict[int, float]]]:
+    """The trainable reports layer dynamics as `dyn/<name>/<layer>`; MLflow gets them as one
+    metric `dyn_<name>` whose step is the layer index, so its chart is a per-layer profile."""
+    plain: dict[str, float] = {}
+    layers: dict[str, dict[int, float]] = {}
+    for key, value in metrics.items():
+        parts = key.split("/")
+        if len(parts) == 3 and parts[0] == "dyn" and parts[2].isdigit():
+            layers.setdefault(f"dyn_{parts[1]}", {})[int(parts[2])] = value
+        else:
+            plain[key] = value
+    return plain, layers
+
+
+def trial_status(result: dict[str, Any] | None, errored: bool) -> str:
+    """`final` is the trainable's own end marker; Ray's `done` is also set for stopped trials."""
+    if errored:
+        return "errored"
+    return "completed" if result and result.get("final") else "pruned"
+
+
+MAX_BATCH = 1000  # MLflow's limit on the metrics and tags of one log_batch
+
+
+def result_batches(
+    result: dict[str, Any], step: int, node: str | None = None
+) -> list[tuple[list[Metric], list[RunTag]]]:
+    """One reported result as MLflow batches: its metrics at `step`, layer dynamics with step =
+    layer index (final result) or as one series per layer (every evaluation), and the node
+    tag. Usually one batch, so the store applies the result whole or not at all."""
+    plain, layers = split_layer_metrics(numeric_metrics(result))
+    if not result.get("final"):
+        plain.update({f"{name}_L{i}": v for name, vs in layers.items() for i, v in vs.items()})
+        layers = {}
+    now = int(time.time() * 1000)
+    items = [Metric(k, v, now, step) for k, v in sorted(plain.items())]
+    items += [
+        Metric(n, v, now, i) for n, vs in sorted(layers.items()) for i, v in sorted(vs.items())
+    ]
+    items = [m for m in items if math.isfinite(m.value)]
+    tags = [RunTag("ray_node_id", str(node))] if node is not None else []
+    size = MAX_BATCH - len(tags)
+    chunks = [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+    batches = [(chunk, tags if i == 0 else []) for i, chunk in enumerate(chunks)]
+    return [(metrics, tags) for metrics, tags in batches if metrics or tags]
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text[:MAX_PARAM]
+
+
+class StudyTracker:
+    """Find-or-create access to the study's runs; no Ray here, so it is testable alone."""
+
+    def __init__(self, tracking_uri: str, experiment: str):
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri)
+        found = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = (
+            found.experiment_id
+            if found
+            else self.client.create_experiment(experiment, artifact_location(tracking_uri))
+        )
+
+    def _find(self, **tags: str) -> str | None:
+        """Search by tags whose values are hex digests or ids: MLflow's filter grammar cannot
+        match a value that contains a quote, and arm ids are free text."""
+        where = " and ".join(f"tags.{k} = '{v}'" for k, v in tags.items())
+        runs = self.client.search_runs([self.experiment_id], filter_string=where, max_results=2)
+        return runs[0].info.run_id if runs else None
+
+    def _create(self, name: str, parent: str | None, tags: dict[str, str]) -> str:
+        all_tags = {MLFLOW_RUN_NAME: name, **tags}
+        if parent:
+            all_tags[MLFLOW_PARENT_RUN_ID] = parent
+        return self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
+
+    def study_run(self, invocation: str, name: str, tags: dict[str, str], params: dict) -> str:
+        run_id = self._find(study_invocation=invocation, **{RUN_KIND: STUDY_KIND})
+        if run_id is None:
+            run_id = self._create(
+                name, None, {**tags, "study_invocation": invocation, RUN_KIND: STUDY_KIND}
+            )
+            self.log_params(run_id, params)
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+        return run_id
+
+    def arm_run(self, study_run: str, arm_id: str, factors: dict[str, Any]) -> str:
+        key = digest(arm_id)
+        run_id = self._find(**{STUDY_RUN_ID: study_run, RUN_KIND: ARM_KIND}, arm_key=key)
+        if run_id is None:
+            run_id = self._create(
+                arm_id,
+                study_run,
+                {STUDY_RUN_ID: study_run, RUN_KIND: ARM_KIND, "arm": arm_id, "arm_key": key},
+            )
+            self.log_params(run_id, factors)
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+        return run_id
+
+    def trial_run(self, study_run: str, arm_run: str, key: str, tags: dict[str, str]) -> str:
+        hashed = digest(key)
+        run_id = self._find(**{STUDY_RUN_ID: study_run, RUN_KIND: TRIAL_KIND}, trial_hash=hashed)
+        if run_id is None:
+            extra = {RUN_KIND: TRIAL_KIND, "trial_key": key, "trial_hash": hashed}
+            run_id = self._create(key, arm_run, {**tags, STUDY_RUN_ID: study_run, **extra})
+        return run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        items = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
+        for start in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[start : start + 100])
+
+    def log_batch(
+        self, run_id: str, metrics: list[Metric], tags: list[RunTag], look_first: bool = False
+    ) -> None:
+        """One request, which the store applies whole. MLflow appends metrics, so a batch sent
+        twice shows its evaluation twice: with `look_first` (an earlier try's answer was lost,
+        and the server may have stored it before it stopped) it is sent only if its first
+        metric is not there yet."""
+        if look_first and metrics and self.has_metric(run_id, metrics[0]):
+            return
+        self.client.log_batch(run_id, metrics=metrics, tags=tags)
+
+    def has_metric(self, run_id: str, metric: Metric) -> bool:
+        history = self.client.get_metric_history(run_id, metric.key)
+        return any(m.step == metric.step for m in history)
+
+    def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+
+    def last_step(self, run_id: str, metric: str = "step") -> int:
+        history = self.client.get_metric_history(run_id, metric)
+        return max((int(m.step) for m in history), default=-1)
+
+    def end(self, run_id: str, status: str) -> None:
+        self.client.set_terminated(run_id, status)
+
+    def end_study(self, study_run: str, arm_runs: dict[str, str], status: str) -> None:
+        """Close the study run and its arm runs (FINISHED, or KILLED when interrupted; a
+        resumed study sets them RUNNING again)."""
+        for run_id in arm_runs.values():
+            self.end(run_id, status)
+        self.end(study_run, status)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from study.report import followups
-from study.report.data import StudyRecord
+from study.report.data import StudyRecord, _trial_table
 from study.report.variance import variance_split, variance_table
 
 
@@ -124,3 +124,67 @@ def test_variance_table_only_when_data_seeds_are_crossed():
                       "test_f1": frame.test_f1, "lr": 1e-4, "duration_s": 1.0})  # fmt: skip
     table = variance_table(record(t), ["test_f1"])
     assert table.loc[0, "arm"] == "A" and math.isfinite(table.loc[0, "init"])
+
+
+def test_expected_max_of_ranks_is_the_closed_form_even_for_many_runs():
+    # the best of n ranks drawn from 1..N has mean n (N + 1) / (n + 1); C(1500, 750) overflows
+    # a float, so a weight computed without logs would give nan or inf here
+    big_n = 1500
+    ranks = np.random.default_rng(0).permutation(np.arange(1, big_n + 1))
+    n = np.arange(1, big_n + 1)
+    assert followups.expected_max(ranks) == pytest.approx(n * (big_n + 1) / (n + 1), rel=1e-9)
+
+
+def test_plot_expected_max_draws_only_a_table_with_rows(tmp_path):
+    empty = pd.DataFrame(columns=["arm", "n_trials", "trial_hours", "expected_best_dev_f1"])
+    assert followups.plot_expected_max(empty, tmp_path / "none.png") is None
+    table = pd.DataFrame({"arm": ["A", "A"], "n_trials": [1, 2], "trial_hours": [0.5, 1.0],
+                          "expected_best_dev_f1": [0.4, 0.5]})  # fmt: skip
+    path = followups.plot_expected_max(table, tmp_path / "em.png")
+    assert path == tmp_path / "em.png" and path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_only_a_non_finite_loss_makes_an_errored_run_degenerate():
+    errors = ["loss is NaN", "loss=inf at step 40", "Non-finite loss", "training diverged",
+              "CUDA out of memory during inference", "see the log for more info"]  # fmt: skip
+    t = trials([("A", "confirm", "errored", e, s, None, None, 1e-4, 1.0)
+                for s, e in enumerate(errors)])  # fmt: skip
+    assert followups.degenerate_table(record(t)).loc[0, "n_degenerate"] == 4
+
+
+def test_reproducibility_block_counts_unfinished_runs_in_study_order():
+    t = trials([
+        ("A", "confirm", "completed", None, 2, 0.4, 0.3, 1e-4, 60.0),
+        ("A", "confirm", "errored", "worker died", 3, None, None, 1e-4, 60.0),
+        ("A", "explore", "completed", None, 0, 0.4, 0.3, 1e-4, 60.0),
+        ("A", "explore", "pruned", None, 0, 0.1, None, 3e-4, 60.0),
+    ])  # fmt: skip
+    text = followups.reproducibility_block(record(t))
+    assert "`A` explore 2 (1 pruned), confirm 2 (1 errored)." in text
+
+
+def test_variance_split_by_hand_on_a_two_by_three_table():
+    # y = [[1, 2, 3], [5, 5, 8]]: grand 4; seed means 2, 6; data means 3, 3.5, 5.5.
+    # MS_seed = 3 * (4 + 4) = 24; MS_data = 2 * (1 + 0.25 + 2.25) / 2 = 3.5; residuals
+    # +-0.5 four times and 0 twice: SS_res = 1 on 2 df. A seed mean averages 3 data seeds and
+    # a data mean 2 seeds, so a rectangle tells the two divisors apart where a square cannot.
+    frame = pd.DataFrame({"seed": [0, 0, 0, 1, 1, 1], "data_seed": [0, 1, 2, 0, 1, 2],
+                          "test_f1": [1.0, 2.0, 3.0, 5.0, 5.0, 8.0]})  # fmt: skip
+    split = variance_split(frame)
+    assert split["residual"] == pytest.approx(0.5)
+    assert split["init"] == pytest.approx((24 - 0.5) / 3)
+    assert split["data"] == pytest.approx((3.5 - 0.5) / 2)
+
+
+def test_trial_table_has_each_runs_wall_time_after_its_seed():
+    start = pd.Timestamp("2026-01-01 10:00", tz="UTC")
+    frame = pd.DataFrame({
+        "run_id": ["r1", "r2"], "tags.arm": "A", "tags.phase": "confirm",
+        "tags.status": ["completed", "errored"], "tags.sample": "0", "tags.seed": ["1", "2"],
+        "start_time": [start, start], "end_time": [start + pd.Timedelta(seconds=90), pd.NaT],
+        "metrics.dev_f1": [0.4, np.nan], "params.lr": "0.0001",
+    })  # fmt: skip
+    table = _trial_table(frame)
+    columns = list(table.columns)
+    assert columns.index("duration_s") == columns.index("seed") + 1
+    assert table.duration_s.iloc[0] == 90.0 and math.isnan(table.duration_s.iloc[1])

@@ -19,7 +19,7 @@ from statsmodels.stats.anova import anova_lm
 from study.report.data import StudyRecord
 
 
-def variance_split(frame: pd.DataFrame, value: str = "test_f1") -> dict[str, float]:
+def variance_split(frame: pd.DataFrame, value: str = "test_f1") -> dict[str, float | str]:
     """Variance components init / data / residual of `value`, their shares of the total, and
     `clipped` (the components set to 0 from a negative estimate, comma-separated)."""
     data = frame[["seed", "data_seed", value]].dropna()

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.report import followups
 from study.report.data import StudyRecord, _trial_table
-from study.report.variance import variance_split, variance_table
+from study.report.sections import degenerate, expected_max, reproducibility
+from study.report.sections.variance import variance_split, variance_table
 
 
 def record(trials: pd.DataFrame, **tags) -> StudyRecord:
@@ -31,7 +31,7 @@ def trials(rows) -> pd.DataFrame:
 
 @pytest.mark.parametrize("values", [[0.3, 0.5, 0.4, 0.5, 0.1], [0.7], [0.2, 0.2, 0.2, 0.9]])
 def test_expected_max_is_the_mean_maximum_over_all_subsets(values):
-    got = followups.expected_max(values)
+    got = expected_max.expected_max(values)
     for n in range(1, len(values) + 1):
         maxima = [max(s) for s in itertools.combinations(values, n)]
         assert got[n - 1] == pytest.approx(np.mean(maxima), rel=1e-12)
@@ -44,7 +44,7 @@ def test_expected_max_table_uses_confirm_seeds_and_their_hours():
         ("A", "confirm", "completed", None, 3, 0.50, 0.35, 1e-4, 1800.0),
         ("A", "explore", "completed", None, 0, 0.99, 0.90, 3e-4, 60.0),  # chose: not i.i.d.
     ])  # fmt: skip
-    table = followups.expected_max_table(record(t))
+    table = expected_max.expected_max_table(record(t))
     assert table.n_trials.tolist() == [1, 2]
     assert table.expected_best_dev_f1.tolist() == pytest.approx([0.45, 0.50])
     assert table.trial_hours.tolist() == pytest.approx([0.75, 1.5])
@@ -58,7 +58,7 @@ def test_degenerate_runs_are_counted_beside_the_mean_over_all_seeds():
         ("B", "confirm", "completed", None, 2, 0.42, 0.31, 1e-4, 10.0),
         ("B", "confirm", "errored", "worker died", 3, None, None, 1e-4, 5.0),  # not a divergence
     ])  # fmt: skip
-    table = followups.degenerate_table(record(t)).set_index("arm")
+    table = degenerate.degenerate_table(record(t)).set_index("arm")
     assert table.loc["A", "n"] == 3 and table.loc["A", "n_degenerate"] == 2
     assert table.loc["A", "dev_f1_mean_all"] == pytest.approx(0.2)
     assert table.loc["A", "dev_f1_mean_healthy"] == pytest.approx(0.4)
@@ -70,7 +70,7 @@ def test_reproducibility_block_states_what_was_recorded():
         ("A", "explore", "completed", None, 0, 0.4, 0.3, 3e-4, 1800.0),
         ("A", "confirm", "completed", None, 2, 0.4, 0.3, 1e-4, 3600.0),
     ])  # fmt: skip
-    text = followups.reproducibility_block(record(t, hardware="2 cores", code_version="abc"))
+    text = reproducibility.reproducibility_block(record(t, hardware="2 cores", code_version="abc"))
     assert "`A` explore 1, confirm 1" in text
     assert "lr ~ loguniform[1e-05, 0.001]" in text
     assert "best mean dev_f1 (max)" in text and "`A` lr=0.0001" in text
@@ -132,15 +132,15 @@ def test_expected_max_of_ranks_is_the_closed_form_even_for_many_runs():
     big_n = 1500
     ranks = np.random.default_rng(0).permutation(np.arange(1, big_n + 1))
     n = np.arange(1, big_n + 1)
-    assert followups.expected_max(ranks) == pytest.approx(n * (big_n + 1) / (n + 1), rel=1e-9)
+    assert expected_max.expected_max(ranks) == pytest.approx(n * (big_n + 1) / (n + 1), rel=1e-9)
 
 
 def test_plot_expected_max_draws_only_a_table_with_rows(tmp_path):
     empty = pd.DataFrame(columns=["arm", "n_trials", "trial_hours", "expected_best_dev_f1"])
-    assert followups.plot_expected_max(empty, tmp_path / "none.png") is None
+    assert expected_max.plot_expected_max(empty, tmp_path / "none.png") is None
     table = pd.DataFrame({"arm": ["A", "A"], "n_trials": [1, 2], "trial_hours": [0.5, 1.0],
                           "expected_best_dev_f1": [0.4, 0.5]})  # fmt: skip
-    path = followups.plot_expected_max(table, tmp_path / "em.png")
+    path = expected_max.plot_expected_max(table, tmp_path / "em.png")
     assert path == tmp_path / "em.png" and path.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -149,7 +149,7 @@ def test_only_a_non_finite_loss_makes_an_errored_run_degenerate():
               "CUDA out of memory during inference", "see the log for more info"]  # fmt: skip
     t = trials([("A", "confirm", "errored", e, s, None, None, 1e-4, 1.0)
                 for s, e in enumerate(errors)])  # fmt: skip
-    assert followups.degenerate_table(record(t)).loc[0, "n_degenerate"] == 4
+    assert degenerate.degenerate_table(record(t)).loc[0, "n_degenerate"] == 4
 
 
 def test_reproducibility_block_counts_unfinished_runs_in_study_order():
@@ -159,7 +159,7 @@ def test_reproducibility_block_counts_unfinished_runs_in_study_order():
         ("A", "explore", "completed", None, 0, 0.4, 0.3, 1e-4, 60.0),
         ("A", "explore", "pruned", None, 0, 0.1, None, 3e-4, 60.0),
     ])  # fmt: skip
-    text = followups.reproducibility_block(record(t))
+    text = reproducibility.reproducibility_block(record(t))
     assert "`A` explore 2 (1 pruned), confirm 2 (1 errored)." in text
 
 

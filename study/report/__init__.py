@@ -1,9 +1,11 @@
 """The study report, made from MLflow alone: `python -m study.report NAME` (see `__main__`).
 
 `data` reads a study back from MLflow into pandas, `build` computes and writes the report and
-logs it to MLflow, `markdown` writes its page, `plots` its figures, `followups` the sections a
-reader asks for after the verdicts, `heads` the single-head tables, `variance` the split of
-seed variance into initialisation and data order. Imports neither Ray nor torch.
+logs it to MLflow, `markdown` writes its page (with `text`, the number and table formats),
+`plots` its core figures. Everything beyond the core (expected best score for a budget,
+degenerate runs, the variance split, the single-head tables, reproducibility) is a section:
+one module each in `sections/`, found by `section.all_sections`. Imports neither Ray nor
+torch.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from study.report.build import (
     report_folder,
     write_report,
 )
+from study.report.section import Section, all_sections
 
 __all__ = [
-    "Report", "arm_metrics", "arm_summary", "build_report", "comparison_label", "log_to_runs",
-    "metric_key", "report_folder", "write_report",
+    "Report", "Section", "all_sections", "arm_metrics", "arm_summary", "build_report",
+    "comparison_label", "log_to_runs", "metric_key", "report_folder", "write_report",
 ]  # fmt: skip

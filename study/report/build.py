@@ -22,16 +22,15 @@ from mlflow.tracking import MlflowClient
 
 from study import stats
 from study.names import CONFIRM
-from study.report import followups, plots
+from study.report import plots
 from study.report.data import (
     StudyRecord,
     layer_dynamics,
     learning_curves,
     load_study_record,
 )
-from study.report.heads import heads_tables, is_heads_study
 from study.report.markdown import render_markdown
-from study.report.variance import variance_table
+from study.report.section import Section, all_sections
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,8 @@ class Report:
     comparisons: list[stats.Comparison]
     figures: dict[str, Path]
     folder: Path
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # study-specific extras
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # the sections' tables
+    sections: list[Section] = field(default_factory=list)
 
     def summary_line(self) -> str:
         primary = [c for c in self.comparisons if c.primary]
@@ -104,30 +104,17 @@ def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> 
         "heatmap": plots.factor_heatmap(record, SUMMARY_METRIC, folder / "heatmap.png"),
         "dynamics": plots.dynamics_heatmaps(dynamics, record, folder / "dynamics.png"),
     }
-    tables = _followup_tables(record)
-    drawn["expected_max"] = followups.plot_expected_max(tables["expected_max"],
-                                                         folder / "expected_max.png")  # fmt: skip
+    sections = all_sections()
+    tables: dict[str, pd.DataFrame] = {}
+    for section in sections:
+        own = section.tables(record)
+        tables.update(own)
+        drawn.update(section.figures(own, folder))
     figures = {k: v for k, v in drawn.items() if v is not None}
-    report = Report(record, arm_summary(record), comparisons, figures, folder, tables)
-    if is_heads_study(record):
-        for metric in ("test_f1", "dev_f1"):
-            report.tables.update(heads_tables(record, metric))
+    report = Report(record, arm_summary(record), comparisons, figures, folder, tables, sections)
     _write_tables(report, curves, dynamics)
     (folder / "README.md").write_text(render_markdown(report))
     return report
-
-
-def _followup_tables(record: StudyRecord) -> dict[str, pd.DataFrame]:
-    """What a reader asks next: expected best dev F1 against trials and trial-hours, the rate
-    of degenerate runs, and (with data seeds) initialisation vs data-order variance."""
-    tables = {
-        "expected_max": followups.expected_max_table(record),
-        "degenerate": followups.degenerate_table(record),
-    }
-    split = variance_table(record, [record.analysis.primary, "dev_f1"])
-    if not split.empty:
-        tables["variance_split"] = split
-    return tables
 
 
 def _write_tables(report: Report, curves: pd.DataFrame, dynamics: pd.DataFrame) -> None:

@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from study import stats
-from study.report.followups import reproducibility_block
+from study.report.text import markdown_table, num, p_value
 
 if TYPE_CHECKING:
     from study.report import Report
@@ -22,29 +22,9 @@ FIGURES = {
     "over seeds.",
     "heatmap": "Confirm phase: mean test F1 over the two grid factors.",
     "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms.",
-    "expected_max": "Expected best dev F1 against the number of confirm runs and trial-hours, "
-    "per arm (unbiased estimator over i.i.d. seeds).",
     "dynamics": "Confirm phase: how far each layer moved from the pretrained encoder at the "
     "end of training (weight L2, attention JS divergence, CKA, SVCCA), mean over seeds.",
 }
-
-
-def _num(value: float, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}"
-
-
-def _p(value: float) -> str:
-    if value is None or math.isnan(value):
-        return "n/a"
-    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _header(report: Report) -> str:
@@ -76,7 +56,7 @@ def _what_ran(report: Report) -> str:
     statuses = [s for s in ("completed", "pruned", "errored", "running") if s in counts]
     rows = [[phase, *(str(counts.loc[phase, s]) for s in statuses), str(counts.loc[phase].sum())]
             for phase in counts.index]  # fmt: skip
-    out = ["## What ran", "", _table(["phase", *statuses, "total"], rows)]
+    out = ["## What ran", "", markdown_table(["phase", *statuses, "total"], rows)]
     errored = t[t.status == "errored"]
     if len(errored):
         out += ["", "Errored trials (retried up to `max_failures`, then recorded):", ""]
@@ -108,14 +88,14 @@ def _arm_section(report: Report) -> str:
             else ""
         )  # fmt: skip
     )
-    return intro + "\n\n" + _table(header, rows)
+    return intro + "\n\n" + markdown_table(header, rows)
 
 
 def _mean_std(row: dict, metric: str) -> str:
     mean, std, n = row[f"{metric}_mean"], row[f"{metric}_std"], row[f"{metric}_n"]
     if n == 0:
         return "n/a"
-    text = _num(mean) + ("" if math.isnan(std) else f" ± {_num(std)}")
+    text = num(mean) + ("" if math.isnan(std) else f" ± {num(std)}")
     return text + (f" (n={n})" if n != row["n_seeds"] else "")
 
 
@@ -168,14 +148,14 @@ def _primary_section(report: Report) -> str:
     header = ["A vs B", "verdict", "n", "A − B", "interval (level)", "p", "TOST p",
               "p A n.-i.", "p B n.-i.", "TOST interval (1 − 2α)", "Wilcoxon p (min)",
               "d_z", "ε_min", "P(A beats B)", "power at margin", "seeds for 80%"]  # fmt: skip
-    rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", f"**{c.outcome}**", str(c.n), _num(c.diff),
-             f"[{_num(c.ci_low)}, {_num(c.ci_high)}] ({100 * (1 - c.level):.4g}%)",
-             _p(_adj(c.p_holm, c.p_t)), _p(_adj(c.p_equivalence_holm, c.p_equivalence)),
-             _p(_adj(c.p_a_noninferior_holm, c.p_a_noninferior)),
-             _p(_adj(c.p_b_noninferior_holm, c.p_b_noninferior)),
-             f"[{_num(c.tost_low)}, {_num(c.tost_high)}]",
-             f"{_p(c.p_wilcoxon)} ({_p(c.wilcoxon_min_p)})", _num(c.cohens_d, 2),
-             f"{c.eps_winner:.2f}", _win(c), _num(c.power_at_margin, 2),
+    rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", f"**{c.outcome}**", str(c.n), num(c.diff),
+             f"[{num(c.ci_low)}, {num(c.ci_high)}] ({100 * (1 - c.level):.4g}%)",
+             p_value(_adj(c.p_holm, c.p_t)), p_value(_adj(c.p_equivalence_holm, c.p_equivalence)),
+             p_value(_adj(c.p_a_noninferior_holm, c.p_a_noninferior)),
+             p_value(_adj(c.p_b_noninferior_holm, c.p_b_noninferior)),
+             f"[{num(c.tost_low)}, {num(c.tost_high)}]",
+             f"{p_value(c.p_wilcoxon)} ({p_value(c.wilcoxon_min_p)})", num(c.cohens_d, 2),
+             f"{c.eps_winner:.2f}", _win(c), num(c.power_at_margin, 2),
              str(c.seeds_for_margin or "–")] for c in comps]  # fmt: skip
     boot = [c for c in comps if not math.isnan(c.boot_low)]
     method = (
@@ -194,12 +174,12 @@ def _primary_section(report: Report) -> str:
         "dominates). P(A beats B): share of seeds where A is better, with its Clopper-Pearson "
         "interval: the chance A wins on a new seed."
     )
-    out = ["## Verdicts (primary metric)", "", method, "", _table(header, rows), ""]
+    out = ["## Verdicts (primary metric)", "", method, "", markdown_table(header, rows), ""]
     out += [f"- {c.verdict()}" for c in comps]
     if boot:
         out += ["", "Percentile bootstrap intervals (shown from "
                 f"{stats.BOOTSTRAP_MIN_SEEDS} seeds on):"]  # fmt: skip
-        out += [f"- `{c.arm_a}` vs `{c.arm_b}`: [{_num(c.boot_low)}, {_num(c.boot_high)}]"
+        out += [f"- `{c.arm_a}` vs `{c.arm_b}`: [{num(c.boot_low)}, {num(c.boot_high)}]"
                 for c in boot]  # fmt: skip
     return "\n".join(out)
 
@@ -220,14 +200,14 @@ def _exploratory_section(report: Report) -> str:
         return ""
     header = ["A vs B", "metric", "n", "mean A", "mean B", "A − B", "95% t interval",
               "p (t, unadjusted)", "Wilcoxon p (min)", "d_z", "ε_min"]  # fmt: skip
-    rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", c.metric, str(c.n), _num(c.mean_a), _num(c.mean_b),
-             _num(c.diff), f"[{_num(c.ci_low)}, {_num(c.ci_high)}]", _p(c.p_t),
-             f"{_p(c.p_wilcoxon)} ({_p(c.wilcoxon_min_p)})", _num(c.cohens_d, 2),
+    rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", c.metric, str(c.n), num(c.mean_a), num(c.mean_b),
+             num(c.diff), f"[{num(c.ci_low)}, {num(c.ci_high)}]", p_value(c.p_t),
+             f"{p_value(c.p_wilcoxon)} ({p_value(c.wilcoxon_min_p)})", num(c.cohens_d, 2),
              f"{c.eps_winner:.2f}"] for c in comps]  # fmt: skip
     return (
         "## Exploratory comparisons (not the declared primary metric)\n\nUnadjusted p-values "
         "and intervals, for orientation only: no verdict is drawn from them, and with many "
-        "metrics some will look significant by chance.\n\n" + _table(header, rows)
+        "metrics some will look significant by chance.\n\n" + markdown_table(header, rows)
     )
 
 
@@ -252,26 +232,16 @@ def summary(report: Report) -> str:
     return "\n".join(lines)
 
 
+def _slot(report: Report, slot: str) -> list[str]:
+    """The texts of the report's sections in one slot, in order, leaving out empty ones."""
+    texts = [s.markdown(report.record, report.tables) for s in report.sections if s.slot == slot]
+    return [text for text in texts if text]
+
+
 def followups_section(report: Report) -> str:
-    """Expected best score for a budget, degenerate runs, the variance split, reproducibility."""
-    t = report.tables
-    out = ["## What a reader asks next", ""]
-    if not t["expected_max"].empty:
-        best = t["expected_max"].groupby("arm", sort=False).last().reset_index()
-        out += ["Expected best dev F1 of n confirm runs of the arm's configuration (unbiased "
-                "estimator over the i.i.d. confirm seeds; `expected_max.csv` has every n, "
-                "`expected_max.png` plots it against runs and trial-hours). Largest n:", "",
-                _frame_table(best), ""]  # fmt: skip
-    if not t["degenerate"].empty:
-        out += ["Degenerate runs (diverged, or dev F1 at the all-O level, i.e. no entity "
-                "predicted) beside the mean over all seeds:", "",
-                _frame_table(t["degenerate"]), ""]  # fmt: skip
-    if "variance_split" in t:
-        out += ["Seed variance split into weight initialisation (`seed`) and data subset and "
-                "order (`data_seed`), two-way crossed random effects (Dodge et al. 2020):", "",
-                _frame_table(t["variance_split"]), ""]  # fmt: skip
-    out += ["### Reproducibility", "", reproducibility_block(report.record)]
-    return "\n".join(out)
+    """What a reader asks after the verdicts: one part per follow-up section."""
+    parts = _slot(report, "followups")
+    return "\n\n".join(["## What a reader asks next", *parts]) if parts else ""
 
 
 def _extra_sets(report: Report) -> str:
@@ -281,43 +251,19 @@ def _extra_sets(report: Report) -> str:
     header = ["arm", *(f"{name} F1" for name in extra)]
     rows = [[f"`{row['arm']}`", *(_mean_std(row, f"{n}_f1") for n in extra)]
             for row in report.arm_table.to_dict("records")]  # fmt: skip
-    return "## Extra evaluation sets (zero-shot transfer)\n\n" + _table(header, rows)
+    return "## Extra evaluation sets (zero-shot transfer)\n\n" + markdown_table(header, rows)
 
 
-def _heads_section(report: Report) -> str:
-    tables = report.tables
-    layer, head = tables.get("heads_per_layer_test_f1"), tables.get("heads_per_head_test_f1")
-    if layer is None:
-        return ""
-    out = [
-        "## Single heads re-initialised: difference from the baseline (test F1)",
-        "",
-        "Each row summarises (head arm − no-reinit baseline) at the same seed; per block over "
-        "all its heads and seeds, per head over seeds. Negative = the head mattered. The same "
-        "tables for dev F1 are in `heads_per_layer_dev_f1.csv` and `heads_per_head_dev_f1.csv`.",
-        "",
-        _frame_table(layer),
-        "",
-        _frame_table(head),
-    ]
-    return "\n".join(out)
-
-
-def _frame_table(frame) -> str:
-    header = [str(c) for c in frame.columns]
-    rows = [[_cell(v) for v in row] for row in frame.itertuples(index=False)]
-    return _table(header, rows)
-
-
-def _cell(value) -> str:
-    if isinstance(value, float) and not value.is_integer():
-        return _num(value)
-    return str(int(value)) if isinstance(value, float) else str(value)
+def _results_sections(report: Report) -> str:
+    return "\n\n".join(_slot(report, "results"))
 
 
 def _figures(report: Report) -> str:
     out = ["## Plots"]
-    for key, caption in FIGURES.items():
+    captions = dict(FIGURES)
+    for section in report.sections:
+        captions.update(section.captions)
+    for key, caption in captions.items():
         if key in report.figures:
             out += ["", f"**{caption}**", "", f"![{key}]({report.figures[key].name})"]
     return "\n".join(out)
@@ -336,7 +282,7 @@ def _files() -> str:
 def render_markdown(report: Report) -> str:
     sections = [
         _header(report), _analysis_section(report), summary(report), _what_ran(report),
-        _arm_section(report), _extra_sets(report), _heads_section(report),
+        _arm_section(report), _extra_sets(report), _results_sections(report),
         _primary_section(report), _exploratory_section(report), followups_section(report),
         _figures(report), _files(),
     ]  # fmt: skip

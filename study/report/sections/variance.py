@@ -17,6 +17,10 @@ from statsmodels.formula.api import ols
 from statsmodels.stats.anova import anova_lm
 
 from study.report.data import StudyRecord
+from study.report.section import Section, Tables
+from study.report.text import frame_table
+
+NAME = "variance_split"
 
 
 def variance_split(frame: pd.DataFrame, value: str = "test_f1") -> dict[str, float | str]:
@@ -61,3 +65,21 @@ def variance_table(record: StudyRecord, metrics: Sequence[str]) -> pd.DataFrame:
             except ValueError as err:
                 rows.append({"arm": arm, "metric": metric, "clipped": str(err)})
     return pd.DataFrame(rows)
+
+
+def _tables(record: StudyRecord) -> Tables:
+    split = variance_table(record, [record.analysis.primary, "dev_f1"])
+    return {} if split.empty else {NAME: split}
+
+
+def _markdown(record: StudyRecord, tables: Tables) -> str:
+    if NAME not in tables:
+        return ""
+    return (
+        "Seed variance split into weight initialisation (`seed`) and data subset and order "
+        "(`data_seed`), two-way crossed random effects (Dodge et al. 2020):\n\n"
+        + frame_table(tables[NAME])
+    )
+
+
+SECTION = Section(name=NAME, slot="followups", order=30, tables=_tables, markdown=_markdown)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from study.report.data import StudyRecord
+from study.report.section import Section, Tables
+from study.report.text import frame_table
 
 SUMMARY = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 
@@ -42,3 +44,29 @@ def heads_tables(record: StudyRecord, metric: str) -> dict[str, pd.DataFrame]:
     per_layer = diffs.groupby("layer")["diff"].describe()[SUMMARY].reset_index()
     per_head = diffs.groupby(["layer", "head"])["diff"].describe()[SUMMARY].reset_index()
     return {f"heads_per_layer_{metric}": per_layer, f"heads_per_head_{metric}": per_head}
+
+
+def _tables(record: StudyRecord) -> Tables:
+    if not is_heads_study(record):
+        return {}
+    return {**heads_tables(record, "test_f1"), **heads_tables(record, "dev_f1")}
+
+
+def _markdown(record: StudyRecord, tables: Tables) -> str:
+    layer, head = tables.get("heads_per_layer_test_f1"), tables.get("heads_per_head_test_f1")
+    if layer is None:
+        return ""
+    return "\n".join([
+        "## Single heads re-initialised: difference from the baseline (test F1)",
+        "",
+        "Each row summarises (head arm − no-reinit baseline) at the same seed; per block over "
+        "all its heads and seeds, per head over seeds. Negative = the head mattered. The same "
+        "tables for dev F1 are in `heads_per_layer_dev_f1.csv` and `heads_per_head_dev_f1.csv`.",
+        "",
+        frame_table(layer),
+        "",
+        frame_table(head),
+    ])  # fmt: skip
+
+
+SECTION = Section(name="heads", slot="results", order=10, tables=_tables, markdown=_markdown)

@@ -1,0 +1,1 @@
+"""The report's optional sections, one module each (see `study.report.section`)."""

@@ -31,9 +31,9 @@ from threadpoolctl import threadpool_limits
 from trainables import dynamics
 from trainables.config import TrialConfig
 from trainables.data.batching import collate, eval_batches, train_batches
-from trainables.data.corpus import nested_fraction_indices
 from trainables.data.encoding import EncodedSplit, decode, encode
 from trainables.data.sources import load_checked_splits
+from trainables.data.subsets import nested_fraction_indices
 from trainables.device import autocast, resolve_device
 from trainables.errors import TrainingDiverged, UserInputError, joined
 from trainables.memory import keep_freed_memory

@@ -108,7 +108,8 @@ def test_a_hub_source_names_its_study_field_in_errors(tmp_path):
 def test_fingerprint_inputs_are_the_files_read_and_the_names_given(tiny_corpus):
     embedded = data_inputs({"embedded": "wnut16", "extra": {"x": tiny_corpus["dev"]}})
     assert embedded.corpus.recorded_name() == "embedded:wnut16"
-    assert embedded.files() == [wnut16_path()]  # the corpus stands for the whole data
+    assert embedded.corpus.files() == [wnut16_path()]
+    assert embedded.files() == [wnut16_path(), Path(tiny_corpus["dev"])]
     files = data_inputs(
         {
             "train": tiny_corpus["train"],

@@ -46,11 +46,11 @@ class Splits:
 class DataInputs:
     """What a `data` config reads, without reading it: enough to fingerprint a study's data."""
 
-    corpus: CorpusSource | None  # the source of every split, when one gives all three
-    splits: dict[str, SplitSource]  # otherwise: train, dev, test and extra.NAME by field
+    corpus: CorpusSource | None  # the source of train, dev and test, when one gives all three
+    splits: dict[str, SplitSource]  # by field: `extra.NAME`, and train, dev, test if no corpus
 
     def files(self) -> list[Path]:
-        sources = [self.corpus] if self.corpus else self.splits.values()
+        sources = [self.corpus, *self.splits.values()] if self.corpus else self.splits.values()
         return [path for source in sources for path in source.files()]
 
     def recorded_names(self) -> list[str]:

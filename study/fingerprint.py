@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from trainables.data.corpus import wnut16_path
+from trainables.data.sources import data_inputs
 from trainables.model_source import resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,23 +38,19 @@ def model_fingerprint(model: str) -> str:
     return "sha256:" + _hash_files([p for p in resolved.iterdir() if p.is_file()])
 
 
-def _source_files(source: Any) -> list[Path]:
-    if isinstance(source, str):
-        return [Path(source)]
-    if isinstance(source, dict) and "conll" in source:
-        return [Path(source["conll"])]
-    return []
-
-
 def data_fingerprint(data: dict[str, Any]) -> str:
-    """Content hash of the files a study reads; dataset names are recorded as given."""
-    if "embedded" in data:
-        return f"embedded:{data['embedded']}:sha256:" + _hash_files([wnut16_path()])
-    sources = [data.get(s) for s in ("train", "dev", "test")]
-    sources += list((data.get("extra") or {}).values())
-    files = [p for s in sources for p in _source_files(s) if p.is_file()]
-    names = sorted(str(s["hf"]) for s in sources if isinstance(s, dict) and "hf" in s)
-    parts = (["sha256:" + _hash_files(files)] if files else []) + [f"hf:{n}" for n in names]
+    """Content hash of the files a study reads (a whole corpus named with its hash, then the
+    other files together); dataset names are recorded as given. Each kind of source says which
+    files and names it has, so a new kind needs nothing here."""
+    inputs = data_inputs(data)
+    parts = []
+    if inputs.corpus is not None:
+        corpus_hash = _hash_files(inputs.corpus.files())
+        parts.append(f"{inputs.corpus.recorded_name()}:sha256:{corpus_hash}")
+    files = [path for source in inputs.splits.values() for path in source.files()]
+    files = [path for path in files if path.is_file()]
+    parts += ["sha256:" + _hash_files(files)] if files else []
+    parts += sorted(inputs.recorded_names())
     return ";".join(parts) or "none"
 
 

@@ -6,15 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from trainables.data.corpus import (
-    WNUT16_SPLIT_SIZES,
-    LabelMap,
-    embedded_wnut16,
-    load_hf_dataset,
-    nested_fraction_indices,
-    read_conll,
-    to_iob2,
-)
+from trainables.data.labels import LabelMap
+from trainables.data.sources.conll import read_conll
+from trainables.data.sources.embedded import WNUT16_SPLIT_SIZES, embedded_wnut16
+from trainables.data.sources.huggingface import load_hf_dataset
+from trainables.data.subsets import nested_fraction_indices
+from trainables.data.tags import to_iob2
 from trainables.data.types import TaggedSentence
 from trainables.errors import ConfigError, DataError
 

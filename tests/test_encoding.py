@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from tests.tiny import tiny_tokenizer
-from trainables.data.corpus import LabelMap
 from trainables.data.encoding import IGNORE_INDEX, decode, encode
+from trainables.data.labels import LabelMap
 from trainables.data.types import TaggedSentence
 
 

@@ -79,3 +79,10 @@ def test_a_module_without_a_section_is_refused(tmp_path, monkeypatch):
 def test_a_section_names_its_slot():
     with pytest.raises(ValueError, match="slot is one of"):
         section.Section("x", "appendix", 1, lambda r: {}, lambda r, t: "")
+
+
+def test_the_dynamics_heatmap_draws_any_new_measure_but_not_the_per_matrix_distances():
+    from study.report.plots import dynamics_measures
+
+    measured = {"l2_sum", "l2_query", "l2_ffn_out", "cka", "attn_js", "svcca", "grad_norm"}
+    assert dynamics_measures(measured) == ["l2_sum", "attn_js", "cka", "svcca", "grad_norm"]

@@ -3,7 +3,7 @@ import math
 import pytest
 import yaml
 
-from trainables import train
+from trainables import __main__ as command_line
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, TrainingDiverged
 from trainables.train import Trial
@@ -181,9 +181,9 @@ def test_command_line_trains_resumes_and_reports(trial_settings, tmp_path, capsy
     config.write_text(yaml.safe_dump(trial_settings))
     ckpt = tmp_path / "ckpt"
     argv = ["--config", str(config), "--checkpoint-dir", str(ckpt)]
-    assert train.main([*argv, "--set", "max_steps=6"]) == 0
+    assert command_line.main([*argv, "--set", "max_steps=6"]) == 0
     assert (ckpt / "model.safetensors").exists()
-    assert train.main([*argv, "--resume", "--set", "max_steps=12"]) == 0
+    assert command_line.main([*argv, "--resume", "--set", "max_steps=12"]) == 0
     out = capsys.readouterr().out
     assert "dev F1" in out and "test F1" in out and "steps 12" in out
 
@@ -191,7 +191,7 @@ def test_command_line_trains_resumes_and_reports(trial_settings, tmp_path, capsy
 def test_command_line_bad_input_is_one_line_and_exit_2(trial_settings, tmp_path, capsys):
     config = tmp_path / "trial.yaml"
     config.write_text(yaml.safe_dump(trial_settings | {"depth": 9}))
-    assert train.main(["--config", str(config)]) == 2
+    assert command_line.main(["--config", str(config)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "depth" in err and "\n" not in err
 

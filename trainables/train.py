@@ -8,12 +8,12 @@ Everything random comes from two seeds. `data_seed` (by default the trial seed) 
 subset and order (through `nested_fraction_indices` and `train_batches`); `seed` fixes the head
 and re-initialised weights (through one explicit generator) and dropout (through the global
 torch generator, which dropout cannot avoid; it is seeded here and saved in checkpoints).
+
+The command line that runs one trial (`python -m trainables`) is in trainables/__main__.py.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import json
 import logging
 import math
@@ -21,24 +21,28 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-import yaml
 from safetensors.torch import load_file, save_file
 from threadpoolctl import threadpool_limits
 
 from trainables import dynamics
 from trainables.config import TrialConfig
 from trainables.data.batching import collate, eval_batches, train_batches
-from trainables.data.corpus import nested_fraction_indices
 from trainables.data.encoding import EncodedSplit, decode, encode
-from trainables.data.sources import load_checked_splits
+from trainables.data.sources import Splits, load_checked_splits
+from trainables.data.subsets import nested_fraction_indices
+from trainables.data.types import TaggedSentence
 from trainables.device import autocast, resolve_device
-from trainables.errors import TrainingDiverged, UserInputError, joined
+from trainables.errors import TrainingDiverged
 from trainables.memory import keep_freed_memory
 from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
-from trainables.tagger import build_tagger, load_encoder, param_groups
+from trainables.tagger import Tagger, build_tagger, load_encoder, param_groups
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -62,53 +66,114 @@ def lr_multiplier(schedule: str, warmup: int, total: int):
     return factor
 
 
+def _set_up_process(cfg: TrialConfig) -> torch.device:
+    """Allocator, thread pools and device for this process. A bf16-on-CPU request is refused
+    here, before any data is read."""
+    keep_freed_memory()  # the embedding gradient is made and freed every step
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+        # numpy's BLAS (the SVDs of layer dynamics) would otherwise take every core and
+        # crawl when trials share them: measured 15 s instead of 4 s per trial
+        threadpool_limits(cfg.threads, user_api="blas")  # torch sets its own OpenMP pool
+    device = resolve_device(cfg.device)
+    autocast(device, cfg.precision)
+    return device
+
+
+def _build_model(
+    cfg: TrialConfig, num_labels: int, device: torch.device
+) -> tuple[Tagger, PreTrainedTokenizerBase]:
+    """Encoder + head on `device`. The seed is set first: the head and re-initialised weights
+    come from one explicit generator, dropout from the global one, which it cannot avoid."""
+    torch.manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    model, tokenizer = build_tagger(
+        cfg.model,
+        num_labels,
+        generator=generator,
+        depth=cfg.depth,
+        reinit_from=cfg.reinit_from,
+        reinit_heads=[tuple(p) for p in cfg.reinit_heads],
+        reinit_std=cfg.reinit_std,
+        freeze=cfg.freeze,
+        probe=cfg.probe,
+        dropout=cfg.dropout,
+    )
+    model.to(device)
+    return model, tokenizer
+
+
+def _step_budget(cfg: TrialConfig, train_windows: int) -> tuple[int, int]:
+    """Batches per epoch and optimizer steps in all: `epochs` of them, capped by `max_steps`."""
+    batches_per_epoch = math.ceil(train_windows / cfg.batch_size)
+    total_steps = cfg.epochs * batches_per_epoch
+    if cfg.max_steps:
+        total_steps = min(total_steps, cfg.max_steps)
+    return batches_per_epoch, total_steps
+
+
+def _make_optimizer(
+    model: Tagger, cfg: TrialConfig, device: torch.device, total_steps: int
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with its own learning rate for the head, under warmup and decay to `total_steps`."""
+    # the fused kernel updates all parameters in one pass: on CPU the default per-tensor
+    # loop costs about a sixth of a MiniLM step; results stay deterministic
+    optimizer = torch.optim.AdamW(
+        param_groups(model, cfg.lr, cfg.head_lr, cfg.weight_decay),
+        fused=device.type in ("cpu", "cuda"),
+    )
+    warmup = int(cfg.warmup_ratio * total_steps)
+    schedule = lr_multiplier(cfg.schedule, warmup, total_steps)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
 class Trial:
+    """One training run, set up by the steps of `__init__` in order, then trained by `run`."""
+
     def __init__(self, config: TrialConfig):
-        cfg = self.cfg = config
-        keep_freed_memory()  # the embedding gradient is made and freed every step
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-            # numpy's BLAS (the SVDs of layer dynamics) would otherwise take every core and
-            # crawl when trials share them: measured 15 s instead of 4 s per trial
-            threadpool_limits(cfg.threads, user_api="blas")  # torch sets its own OpenMP pool
-        self.device = resolve_device(cfg.device)
+        self.cfg = config
+        self.device = _set_up_process(config)
         # two random streams, so a study can vary initialisation and data order separately
-        self.data_seed = cfg.seed if cfg.data_seed is None else cfg.data_seed
-        autocast(self.device, cfg.precision)  # reject bf16-on-CPU before any data is read
-
-        splits, self.label_map = load_checked_splits(cfg.data)
-        eval_sets = {"dev": splits.dev, "test": splits.test, **splits.extra}
-        keep = nested_fraction_indices(len(splits.train), cfg.data_fraction, self.data_seed)
-        train_sentences = [splits.train[i] for i in keep]
-
-        torch.manual_seed(cfg.seed)
-        generator = torch.Generator().manual_seed(cfg.seed)
-        self.model, self.tokenizer = build_tagger(
-            cfg.model,
-            len(self.label_map),
-            generator=generator,
-            depth=cfg.depth,
-            reinit_from=cfg.reinit_from,
-            reinit_heads=[tuple(p) for p in cfg.reinit_heads],
-            reinit_std=cfg.reinit_std,
-            freeze=cfg.freeze,
-            probe=cfg.probe,
-            dropout=cfg.dropout,
+        self.data_seed = config.seed if config.data_seed is None else config.data_seed
+        splits, self.label_map = load_checked_splits(config.data)
+        self.model, self.tokenizer = _build_model(config, len(self.label_map), self.device)
+        self._encode_splits(splits)
+        self._choose_dynamics_sample()
+        self.batches_per_epoch, self.total_steps = _step_budget(config, len(self.train_lengths))
+        self.optimizer, self.scheduler = _make_optimizer(
+            self.model, config, self.device, self.total_steps
         )
-        self.model.to(self.device)
+        self._start_at_step_zero()
+        log.info(
+            "trial: %d train windows (fraction %.3g), %d steps, %d labels, device %s",
+            len(self.train_lengths),
+            config.data_fraction,
+            self.total_steps,
+            len(self.label_map),
+            self.device,
+        )
 
-        def encoded(sentences) -> EncodedSplit:
-            return encode(
-                sentences,
-                self.tokenizer,
-                self.label_map,
-                max_length=cfg.max_length,
-                label_all_subwords=cfg.label_all_subwords,
-            )
-
-        self.train_split = encoded(train_sentences)
-        self.eval_splits = {name: encoded(s) for name, s in eval_sets.items()}
+    def _encode_splits(self, splits: Splits) -> None:
+        """Sub-word windows of this trial's training subset and of every evaluation set."""
+        keep = nested_fraction_indices(len(splits.train), self.cfg.data_fraction, self.data_seed)
+        self.train_split = self._encoded([splits.train[i] for i in keep])
+        eval_sets = {"dev": splits.dev, "test": splits.test, **splits.extra}
+        self.eval_splits = {name: self._encoded(s) for name, s in eval_sets.items()}
         self.train_lengths = [len(w) for w in self.train_split.windows]
+
+    def _encoded(self, sentences: list[TaggedSentence]) -> EncodedSplit:
+        return encode(
+            sentences,
+            self.tokenizer,
+            self.label_map,
+            max_length=self.cfg.max_length,
+            label_all_subwords=self.cfg.label_all_subwords,
+        )
+
+    def _choose_dynamics_sample(self) -> None:
+        """The dev windows layer dynamics are measured on; the pretrained encoder they are
+        measured against is loaded at the first measurement, not before."""
+        cfg = self.cfg
         self.dynamics_sample = (
             dynamics.dev_sample(
                 self.eval_splits["dev"], self.tokenizer.pad_token_id, cfg.dynamics_sentences
@@ -116,23 +181,10 @@ class Trial:
             if cfg.dynamics != "off"
             else []
         )
-        self._reference: torch.nn.Module | None = None  # the pretrained encoder, loaded once
+        self._reference: torch.nn.Module | None = None
 
-        self.batches_per_epoch = math.ceil(len(self.train_lengths) / cfg.batch_size)
-        self.total_steps = cfg.epochs * self.batches_per_epoch
-        if cfg.max_steps:
-            self.total_steps = min(self.total_steps, cfg.max_steps)
-        # the fused kernel updates all parameters in one pass: on CPU the default per-tensor
-        # loop costs about a sixth of a MiniLM step; results stay deterministic
-        self.optimizer = torch.optim.AdamW(
-            param_groups(self.model, cfg.lr, cfg.head_lr, cfg.weight_decay),
-            fused=self.device.type in ("cpu", "cuda"),
-        )
-        warmup = int(cfg.warmup_ratio * self.total_steps)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_multiplier(cfg.schedule, warmup, self.total_steps)
-        )
-        # position and history: everything `save` needs beyond the modules
+    def _start_at_step_zero(self) -> None:
+        """Position and history: everything `save` writes beyond the modules."""
         self.step = 0
         self.epoch = 0
         self.batch_in_epoch = 0
@@ -140,14 +192,6 @@ class Trial:
         self.eval_f1: list[float] = []
         self.last_metrics: dict[str, float] = {}  # what the latest evaluation yielded
         self._epoch_batches: tuple[int, list[list[int]]] | None = None
-        log.info(
-            "trial: %d train windows (fraction %.3g), %d steps, %d labels, device %s",
-            len(self.train_lengths),
-            cfg.data_fraction,
-            self.total_steps,
-            len(self.label_map),
-            self.device,
-        )
 
     # --- the loop -------------------------------------------------------------------------
     def run(self) -> Iterator[dict[str, float]]:
@@ -336,77 +380,7 @@ class Trial:
         self.last_metrics = json.loads(state.get("last_metrics", "{}"))
 
 
-# --- command line -------------------------------------------------------------------------
-def _parse_overrides(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise UserInputError(f"--set {pair!r}: expected KEY=VALUE")
-        out[key] = _scalar(value)
-    return out
+if __name__ == "__main__":  # the older spelling of `python -m trainables`, still documented
+    from trainables.__main__ import main
 
-
-def _scalar(text: str):
-    """YAML's reading of a value, except that `3e-3` is a number (YAML 1.1 calls it text)."""
-    value = yaml.safe_load(text)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _run_logged(trial: Trial, checkpoint_dir: str | None, metrics_out: str | None) -> dict:
-    """Run to the end, logging each evaluation and saving state after each one."""
-    metrics: dict = {}
-    with contextlib.ExitStack() as stack:
-        out = stack.enter_context(Path(metrics_out).open("a")) if metrics_out else None
-        for metrics in trial.run():
-            log.info(
-                "step %d  epoch %.2f  train_loss %.4f  dev_f1 %.4f",
-                metrics["step"],
-                metrics["epoch"],
-                metrics["train_loss"],
-                metrics["dev_f1"],
-            )
-            if checkpoint_dir:
-                trial.save(checkpoint_dir)
-            if out:
-                out.write(json.dumps(metrics) + "\n")
-                out.flush()
-    return metrics
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Train one tagger trial (no Ray, no MLflow).")
-    parser.add_argument("--config", help="YAML file of trial settings (TrialConfig fields)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--checkpoint-dir", help="save the full state here at every evaluation")
-    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
-    parser.add_argument("--metrics-out", help="append every evaluation's metrics as JSON lines")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    started = time.time()
-    try:
-        values = yaml.safe_load(Path(args.config).read_text()) or {} if args.config else {}
-        values.update(_parse_overrides(args.set))
-        trial = Trial(TrialConfig.from_dict(values))
-        if args.resume:
-            trial.restore(args.checkpoint_dir)
-        metrics = _run_logged(trial, args.checkpoint_dir, args.metrics_out)
-    except (UserInputError, TrainingDiverged, FileNotFoundError, yaml.YAMLError) as err:
-        print(f"error: {joined(err)}", file=sys.stderr)
-        return 2
-    if metrics.get("final"):
-        print(
-            f"dev F1 {metrics['dev_f1']:.4f}  test F1 {metrics['test_f1']:.4f}  "
-            f"(strict {metrics['dev_f1_strict']:.4f} / {metrics['test_f1_strict']:.4f})  "
-            f"steps {trial.step}  wall {time.time() - started:.0f}s"
-        )
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())

@@ -23,7 +23,7 @@ FIGURES = {
     "heatmap": "Confirm phase: mean test F1 over the two grid factors.",
     "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms.",
     "dynamics": "Confirm phase: how far each layer moved from the pretrained encoder at the "
-    "end of training (weight L2, attention JS divergence, CKA, SVCCA), mean over seeds.",
+    "end of training, one panel per measure, mean over seeds.",
 }
 
 

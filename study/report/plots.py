@@ -7,6 +7,7 @@ at a glance in a paper appendix: every one has a title, labelled axes with units
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
@@ -177,10 +178,21 @@ DYNAMICS = {
 }
 
 
+HIDDEN_STATE_MEASURES = ("cka", "svcca")  # rows are hidden states (0 = embeddings)
+_WEIGHT_PART = re.compile(r"l2_(?!sum$)")  # the per-matrix distances: l2_sum stands for them
+
+
+def dynamics_measures(measured: set[str]) -> list[str]:
+    """The measures drawn: the known ones in their order, then any other the trainable reported
+    (a new measure needs no edit here), leaving out the per-matrix weight distances."""
+    known = [m for m in DYNAMICS if m in measured]
+    return known + sorted(m for m in measured - set(DYNAMICS) if not _WEIGHT_PART.match(m))
+
+
 def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
     """Layer x arm heatmaps of how far each layer moved, mean over seeds, one panel per
     measure. CKA/SVCCA rows are hidden states (0 = embeddings), the others blocks."""
-    shown = [m for m in DYNAMICS if m in set(table.metric)] if not table.empty else []
+    shown = dynamics_measures(set(table.metric)) if not table.empty else []
     if not shown:
         return None
     labels = arm_labels(record)
@@ -197,8 +209,9 @@ def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> P
         ax.set_xticks(range(len(arms)), [_wrap(labels[a]) for a in arms], fontsize=6,
                       rotation=90 if len(arms) > 12 else 0)  # fmt: skip
         ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
-        ax.set_ylabel("hidden state (0 = embeddings)" if metric in ("cka", "svcca") else "block")
-        ax.set_title(DYNAMICS[metric], fontsize=8)
+        hidden = metric in HIDDEN_STATE_MEASURES
+        ax.set_ylabel("hidden state (0 = embeddings)" if hidden else "block")
+        ax.set_title(DYNAMICS.get(metric, metric), fontsize=8)
         fig.colorbar(image, ax=ax, fraction=0.05)
     fig.suptitle(f"{record.name}, confirm: how far each layer moved (mean over seeds)",
                  fontsize=10)  # fmt: skip

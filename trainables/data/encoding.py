@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainables.data.corpus import LabelMap
+from trainables.data.labels import LabelMap
 from trainables.data.types import TaggedSentence
 
 IGNORE_INDEX = -100

@@ -1,0 +1,99 @@
+"""`python -m trainables`: train one trial from a YAML file and `--set` overrides, without Ray
+or MLflow (docs/study-files.md). Each evaluation is logged, and with `--checkpoint-dir` saved,
+so an interrupted run continues with `--resume`; bad input is one `error:` line and exit 2.
+`python -m trainables.train` is the same command under its older name."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from trainables.config import TrialConfig
+from trainables.errors import TrainingDiverged, UserInputError, joined
+from trainables.train import Trial
+
+log = logging.getLogger("trainables.train")  # the logger a trial's own lines go to
+
+
+def _parse_overrides(pairs: list[str]) -> dict:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UserInputError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key] = _scalar(value)
+    return out
+
+
+def _scalar(text: str):
+    """YAML's reading of a value, except that `3e-3` is a number (YAML 1.1 calls it text)."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _run_logged(trial: Trial, checkpoint_dir: str | None, metrics_out: str | None) -> dict:
+    """Run to the end, logging each evaluation and saving state after each one."""
+    metrics: dict = {}
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(Path(metrics_out).open("a")) if metrics_out else None
+        for metrics in trial.run():
+            log.info(
+                "step %d  epoch %.2f  train_loss %.4f  dev_f1 %.4f",
+                metrics["step"],
+                metrics["epoch"],
+                metrics["train_loss"],
+                metrics["dev_f1"],
+            )
+            if checkpoint_dir:
+                trial.save(checkpoint_dir)
+            if out:
+                out.write(json.dumps(metrics) + "\n")
+                out.flush()
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainables", description="Train one tagger trial (no Ray, no MLflow)."
+    )
+    parser.add_argument("--config", help="YAML file of trial settings (TrialConfig fields)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--checkpoint-dir", help="save the full state here at every evaluation")
+    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
+    parser.add_argument("--metrics-out", help="append every evaluation's metrics as JSON lines")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    started = time.time()
+    try:
+        values = yaml.safe_load(Path(args.config).read_text()) or {} if args.config else {}
+        values.update(_parse_overrides(args.set))
+        trial = Trial(TrialConfig.from_dict(values))
+        if args.resume:
+            trial.restore(args.checkpoint_dir)
+        metrics = _run_logged(trial, args.checkpoint_dir, args.metrics_out)
+    except (UserInputError, TrainingDiverged, FileNotFoundError, yaml.YAMLError) as err:
+        print(f"error: {joined(err)}", file=sys.stderr)
+        return 2
+    if metrics.get("final"):
+        print(
+            f"dev F1 {metrics['dev_f1']:.4f}  test F1 {metrics['test_f1']:.4f}  "
+            f"(strict {metrics['dev_f1_strict']:.4f} / {metrics['test_f1_strict']:.4f})  "
+            f"steps {trial.step}  wall {time.time() - started:.0f}s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

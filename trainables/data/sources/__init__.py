@@ -1,0 +1,120 @@
+"""Turn the `data` part of a trial config into train/dev/test (and extra) sentence lists.
+
+A split is given as a CoNLL file path, `{conll: PATH, strip_lang_prefix: bool}`, or
+`{hf: NAME_OR_PATH, split: ..., config: ..., tokens_column: ..., tags_column: ...}`;
+`{embedded: wnut16}` supplies all three splits from the data package that ships with the
+project, so a laptop run needs no download.
+
+Each kind of source is one module of this package, and every module here is imported below:
+defining a `SplitSource` or `CorpusSource` subclass registers its key (see `_kinds`), so a new
+kind of source is one new module and no edit here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainables.data.labels import LabelMap
+from trainables.data.sources._kinds import CORPUS_KINDS, SPLIT_KINDS, CorpusSource, SplitSource
+from trainables.data.types import TaggedSentence
+from trainables.errors import ConfigError, DataError
+
+SPLITS = ("train", "dev", "test")
+
+
+def _import_every_kind() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+
+
+_import_every_kind()
+
+
+@dataclass
+class Splits:
+    train: list[TaggedSentence]
+    dev: list[TaggedSentence]
+    test: list[TaggedSentence]
+    extra: dict[str, list[TaggedSentence]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DataInputs:
+    """What a `data` config reads, without reading it: enough to fingerprint a study's data."""
+
+    corpus: CorpusSource | None  # the source of train, dev and test, when one gives all three
+    splits: dict[str, SplitSource]  # by field: `extra.NAME`, and train, dev, test if no corpus
+
+    def files(self) -> list[Path]:
+        sources = [self.corpus, *self.splits.values()] if self.corpus else self.splits.values()
+        return [path for source in sources for path in source.files()]
+
+    def recorded_names(self) -> list[str]:
+        return [name for source in self.splits.values() for name in source.recorded_names()]
+
+
+def split_source(entry: Any, where: str) -> SplitSource:
+    """The source a split's entry names: a plain string is a path of the kind that reads
+    paths, a mapping is named by the first registered key it holds."""
+    for key, kind in SPLIT_KINDS.items():
+        if (isinstance(entry, str) and kind.reads_bare_paths) or (
+            isinstance(entry, dict) and key in entry
+        ):
+            return kind.from_entry(entry, where)
+    forms = [form for kind in SPLIT_KINDS.values() for form in kind.forms]
+    raise ConfigError(
+        f"data.{where}: {entry!r} is not a data source; give {', '.join(forms[:-1])}, "
+        f"or {forms[-1]}"
+    )
+
+
+def data_inputs(data: dict[str, Any]) -> DataInputs:
+    """The sources a `data` config names, checked but not read."""
+    # A null entry means "not set": a study profile removes an inherited key that way.
+    data = {key: value for key, value in data.items() if value is not None}
+    known = {*CORPUS_KINDS, *SPLITS, "extra"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"data: unknown key(s) {unknown}; known: {sorted(known)}")
+    corpus = [kind.from_entry(data[key]) for key, kind in CORPUS_KINDS.items() if key in data]
+    if len(corpus) > 1:
+        raise ConfigError(f"data: give one of {sorted(CORPUS_KINDS)}, not several")
+    missing = [s for s in SPLITS if s not in data]
+    if missing and not corpus:
+        raise ConfigError(f"data: missing split(s) {missing}; give train, dev and test")
+    entries = {} if corpus else {s: data[s] for s in SPLITS}
+    extra = data.get("extra") or {}
+    if not isinstance(extra, dict):
+        raise ConfigError(f"data.extra: {extra!r} is not a mapping of name: data source")
+    entries |= {f"extra.{name}": entry for name, entry in extra.items()}
+    splits = {where: split_source(entry, where) for where, entry in entries.items()}
+    return DataInputs(corpus[0] if corpus else None, splits)
+
+
+def load_splits(data: dict[str, Any]) -> Splits:
+    inputs = data_inputs(data)
+    read = {where: source.sentences() for where, source in inputs.splits.items()}
+    base = inputs.corpus.splits() if inputs.corpus else read
+    extra = {where.removeprefix("extra."): read[where] for where in read if where not in SPLITS}
+    return Splits(base["train"], base["dev"], base["test"], extra)
+
+
+def load_checked_splits(data: dict[str, Any]) -> tuple[Splits, LabelMap]:
+    """The splits and the label map built from training, refusing data a trial could not
+    score: an empty split, or an evaluation tag that training never shows. The study driver
+    calls this before it writes anything, so bad data is one line at the prompt instead of a
+    column of errored trials."""
+    splits = load_splits(data)
+    named = {"train": splits.train, "dev": splits.dev, "test": splits.test, **splits.extra}
+    for name, sentences in named.items():
+        if not sentences:
+            raise DataError(f"data.{name}: the split has no sentences")
+    label_map = LabelMap.from_sentences(splits.train)
+    for name, sentences in named.items():
+        if name != "train":
+            label_map.check(sentences, name)
+    return splits, label_map

@@ -11,7 +11,8 @@ One job per module: `reading` (the file and each field's line), `document` (the 
 check reports through, and the wording of its one-line errors), `profiles`, `factors` (grid,
 fixed, the value checks), `distributions` (the search kinds and their registry), `phases`
 (seeds, explore, confirm, the declared analysis), `arms` (each arm as a whole), `build`
-(`load_study` and the top-level settings), `validated` (the `StudySpec` it returns).
+(`load_study` and the top-level settings), `validated` (the `StudySpec` it returns), `keys`
+(the keys a study file may hold).
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ class Distribution:
         raise NotImplementedError
 
     def largest(self) -> Any:
+        """The most it can draw as written (a range's `high`): an `epochs` factor's budget."""
         raise NotImplementedError
 
     def written_values(self) -> list[tuple[FieldPath, Any]]:
@@ -119,6 +120,8 @@ class _Range(Distribution):
 
 @dataclass(frozen=True)
 class _RealRange(_Range):
+    """A range of real numbers: only for factors that take one."""
+
     @classmethod
     def parse(cls, doc: Doc, path: FieldPath, name: str, spec: dict, shape: Shape) -> Distribution:
         if not takes_real(name):

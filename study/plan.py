@@ -144,7 +144,7 @@ class StudyPlan:
         ]
         lines += [f"    [{a.index}] {a.id}" for a in self.arms]
         if spec.search:
-            searched = ", ".join(f"{k} ~ {_describe(d)}" for k, d in spec.search.items())
+            searched = ", ".join(f"{k} ~ {d.describe()}" for k, d in spec.search.items())
             lines.append(f"  searched per arm: {searched}")
         for p in self.phases:
             crossed = (
@@ -180,18 +180,11 @@ class StudyPlan:
                 f"alpha {a.alpha:g}, spending {a.spending}; other metrics exploratory"]  # fmt: skip
 
 
-def _describe(dist: Any) -> str:
-    if dist.kind == "categorical":
-        return f"categorical{list(dist.choices)}"
-    return f"{dist.kind}[{dist.low:g}, {dist.high:g}]"
-
-
 def _epochs(spec: StudySpec, arm: Arm) -> float:
     if "epochs" in arm.factors:
         return float(arm.factors["epochs"])
     if "epochs" in spec.search:
-        dist = spec.search["epochs"]
-        return float(max(dist.choices) if dist.kind == "categorical" else dist.high)
+        return float(spec.search["epochs"].largest())
     return float(spec.fixed.get("epochs", 3))
 
 

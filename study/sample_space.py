@@ -1,33 +1,27 @@
 """A study's search space as Optuna sees it: one Optuna distribution per searched factor, and
-every point of a space that is finite, so a searcher can avoid drawing one sample twice."""
+every point of a space that is finite, so a searcher can avoid drawing one sample twice.
+
+Each search kind now carries its own Optuna form and points (`study/spec/distributions.py`);
+what is left here serves callers that still hold Optuna distributions rather than the spec's."""
 
 from __future__ import annotations
 
 import itertools
 from typing import Any
 
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from study.spec import Distribution
 
 
 def optuna_distribution(dist: Distribution) -> BaseDistribution:
-    if dist.kind == "loguniform":
-        return FloatDistribution(float(dist.low), float(dist.high), log=True)
-    if dist.kind == "uniform":
-        return FloatDistribution(float(dist.low), float(dist.high))
-    if dist.kind == "int":
-        return IntDistribution(int(dist.low), int(dist.high), step=dist.step or 1)
-    return CategoricalDistribution(list(dist.choices))
+    return dist.to_optuna()
 
 
 def finite_points(distributions: dict[str, BaseDistribution]) -> list[dict[str, Any]]:
-    """Every point of a space of categorical and int factors, in order; [] if any is real."""
+    """Every point of a space of categorical and int factors, in order; [] if any is real.
+    Reads Optuna's distributions, which do not carry the spec kind's `points()`; for the spec's
+    own, `study.spec.finite_points(spec.search)` gives the same points."""
     values = []
     for dist in distributions.values():
         if isinstance(dist, CategoricalDistribution):

@@ -17,9 +17,10 @@ from study import spec
 from study.analysis import Analysis
 from study.spec import (
     AshaSettings,
+    Categorical,
     ConfirmPhase,
-    Distribution,
     ExplorePhase,
+    LogUniform,
     Metric,
     SpecError,
     known_studies,
@@ -79,7 +80,7 @@ def test_valid_study_loads_and_resolves_full_depths(tmp_path, study):
     assert (loaded.name, loaded.path, loaded.profile) == ("study", path.resolve(), None)
     assert (loaded.model_layers, loaded.model_heads) == (3, 4)
     assert loaded.grid == {"depth": (3, 2), "data_fraction": (0.1, 1.0)}
-    assert loaded.search == {"lr": Distribution("loguniform", low=1.0e-5, high=3.0e-4)}
+    assert loaded.search == {"lr": LogUniform(low=1.0e-5, high=3.0e-4)}
     assert loaded.fixed == {"epochs": 3, "batch_size": 16}
     assert loaded.seeds == 5
     assert loaded.explore == ExplorePhase(4, (0, 1), AshaSettings(1.0, 2.0))
@@ -162,7 +163,7 @@ def test_profile_changing_a_distribution_type_replaces_it(tmp_path, study):
     study["profiles"]["smoke"]["search"] = {"lr": {"type": "categorical", "choices": choices}}
     write(tmp_path, study)
     smoke = load_study("study", profile="smoke", folder=tmp_path)
-    assert smoke.search["lr"] == Distribution("categorical", choices=tuple(choices))
+    assert smoke.search["lr"] == Categorical(choices=tuple(choices))
 
 
 def test_profile_can_switch_a_phase_off(tmp_path, study):
@@ -332,6 +333,8 @@ BAD = [
      "search.dropout.choices: [] is not allowed: a non-empty list", "choices: []"),
     ("unknown distribution", {"search.lr.type": "normal"},
      "search.lr.type: 'normal' is not allowed: one of loguniform", "type: normal"),
+    ("distribution type as a list", {"search.lr.type": ["loguniform"]},
+     "search.lr.type: ['loguniform'] is not allowed: one of loguniform", "type:"),
     ("distribution key", {"search.lr.choices": [1]},
      "search.lr.choices: unknown key 'choices' for a loguniform distribution", "choices:"),
     ("bound outside the trial range", {"search.warmup_ratio": {"type": "uniform", "low": 0.0,

@@ -1,0 +1,44 @@
+"""Load and validate a study file from `search_spaces/` into a `StudySpec`.
+
+A study runs for hours, possibly on a cluster, so every mistake that can be found by reading
+the file (an unknown factor, a depth the model does not have, a confirm phase selecting from an
+explore phase that does not exist) is reported before anything starts, as one line naming the
+file, the line, the field, the bad value and what is allowed. The README's study-file section
+lists the keys; `load_study` sums up how they combine. No Ray here: the spec is plain data
+that `study.plan` expands.
+
+One job per module: `reading` (the file and each field's line), `document` (the `Doc` every
+check reports through, and the wording of its one-line errors), `profiles`, `factors` (grid,
+fixed, the value checks), `distributions` (the search kinds and their registry), `phases`
+(seeds, explore, confirm, the declared analysis), `arms` (each arm as a whole), `build`
+(`load_study` and the top-level settings), `validated` (the `StudySpec` it returns), `keys`
+(the keys a study file may hold).
+"""
+
+from __future__ import annotations
+
+from study.spec.build import load_study, model_config
+from study.spec.distributions import (
+    KINDS,
+    Categorical,
+    Distribution,
+    IntRange,
+    LogUniform,
+    Uniform,
+    finite_points,
+)
+from study.spec.document import FieldPath, SpecError
+from study.spec.keys import FACTORS, LAYER_FIELDS, SECTIONS, SET_AT_TOP, TOP_LEVEL_KEYS
+from study.spec.reading import SEARCH_SPACES, display_path, known_studies
+from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase, Metric, StudySpec
+
+# the names these two had when study.spec was one module; tests import them so
+_display = display_path
+_model_config = model_config
+
+__all__ = [
+    "FACTORS", "KINDS", "LAYER_FIELDS", "SEARCH_SPACES", "SECTIONS", "SET_AT_TOP",
+    "TOP_LEVEL_KEYS", "AshaSettings", "Categorical", "ConfirmPhase", "Distribution",
+    "ExplorePhase", "FieldPath", "IntRange", "LogUniform", "Metric", "SpecError", "StudySpec",
+    "Uniform", "display_path", "finite_points", "known_studies", "load_study", "model_config",
+]  # fmt: skip

@@ -1,0 +1,193 @@
+"""`load_study`: read a study file, apply the profile, check every section and build the
+`StudySpec`; also the top-level settings (description, model, data, metric, resources) and
+the model's shape, read from its config alone."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from study.spec.arms import check_arms
+from study.spec.distributions import search_space
+from study.spec.document import Doc
+from study.spec.factors import (
+    Shape,
+    compare_baseline,
+    factor_sections,
+    fixed_factors,
+    grid_factors,
+)
+from study.spec.phases import declared_analysis, study_phases, study_seeds
+from study.spec.profiles import apply_profile
+from study.spec.reading import SEARCH_SPACES, find_study, read_study
+from study.spec.validated import Metric, StudySpec
+from trainables import layouts
+from trainables.config import TrialConfig
+from trainables.errors import ModelError
+from trainables.model_source import read_config_json, resolve_model
+
+METRIC_MODES = ("max", "min")
+
+
+def load_study(
+    name_or_path: str,
+    profile: str | None = "default",
+    folder: Path = SEARCH_SPACES,
+    *,
+    resolve_model_layers: bool = True,
+    download: bool = False,
+) -> StudySpec:
+    """Read, merge and validate a study, so that a bad file fails here and not hours into a run.
+
+    `name_or_path` is a study name (`folder/NAME.yaml`) or a path to a YAML file. `profile`
+    names an entry of the file's `profiles`, deep-merged onto the base (mappings merged key by
+    key, anything else replaced; a search factor whose `type` changes is replaced whole);
+    None uses the base, and "default" falls back to the base when the file has no such profile.
+    A null phase, `search` or `asha` counts as absent, so a profile can switch one off. A missing
+    `data` is the trial default; a missing `confirm.select` is 'best' with an explore phase, and
+    a single empty sample (each arm runs once) when there is neither explore nor `search`.
+
+    The model's layer and head counts are read from its config (never its weights), to resolve
+    'full'/'full-N' depths and check layer indices. Local folders and 'minilm' must be readable.
+    A hub id is read from the local Hugging Face cache only (from the hub too if `download`);
+    when it is not there, or when `resolve_model_layers` is False, layer counts are unknown:
+    `model_layers` and `model_heads` are 0, depths stay as written and only their form is checked.
+    """
+    path = find_study(name_or_path, Path(folder))
+    base = read_study(path)
+    doc = apply_profile(base, profile)
+    return _build(doc, path, resolve_model_layers, download)
+
+
+def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudySpec:
+    description = _description(doc)
+    model = _model_name(doc)
+    data = _data(doc)
+    metric = _metric(doc)
+    shape = _model_shape(doc, model, resolve_layers, download)
+    sections = factor_sections(doc)
+    fixed = fixed_factors(doc, sections["fixed"], shape)
+    grid = grid_factors(doc, sections["grid"], shape)
+    search = search_space(doc, sections["search"], shape)
+    seeds = study_seeds(doc)
+    explore, confirm = study_phases(doc, seeds, search, shape)
+    analysis = declared_analysis(doc, confirm)
+    resources = _resources(doc)
+    max_failures = doc.integer(
+        ("max_failures",), doc.data.get("max_failures", 0), 0, "retries per trial, >= 0"
+    )
+    check_arms(doc, grid, fixed, search, confirm, shape, {"model": model, "data": data})
+    baseline = compare_baseline(doc, grid, shape)
+    return StudySpec(
+        name=path.stem,
+        path=path.resolve(),
+        profile=doc.profile,
+        description=description,
+        model=model,
+        data=data,
+        model_layers=shape.layers,
+        model_heads=shape.heads,
+        grid=grid,
+        search=search,
+        fixed=fixed,
+        seeds=seeds,
+        explore=explore,
+        confirm=confirm,
+        metric=metric,
+        resources=resources,
+        max_failures=max_failures,
+        raw=doc.data,
+        compare_baseline=baseline,
+        analysis=analysis,
+    )
+
+
+def _description(doc: Doc) -> str:
+    value = doc.data.get("description")
+    allowed = "one line saying which question the study answers"
+    if value is None:
+        raise doc.missing(("description",), allowed)
+    if not isinstance(value, str) or not value.strip() or "\n" in value.strip():
+        raise doc.bad(("description",), value, allowed)
+    return value.strip()
+
+
+def _model_name(doc: Doc) -> str:
+    value = doc.data.get("model")
+    allowed = "'minilm', a local Hugging Face model folder or a hub id"
+    if value is None:
+        raise doc.missing(("model",), allowed)
+    if not isinstance(value, str) or not value.strip():
+        raise doc.bad(("model",), value, allowed)
+    return value.strip()
+
+
+def _data(doc: Doc) -> dict:
+    value = doc.data.get("data")
+    if value is None:
+        return copy.deepcopy(TrialConfig().data)
+    if not isinstance(value, dict):
+        raise doc.bad(("data",), value, "a mapping such as {embedded: wnut16}")
+    return value
+
+
+def _metric(doc: Doc) -> Metric:
+    value = doc.data.get("metric")
+    if value is None:
+        return Metric()
+    doc.mapping(("metric",), value, "a mapping {name: dev_f1, mode: max}")
+    doc.check_keys(("metric",), value, ("name", "mode"))
+    name, mode = value.get("name", Metric.name), value.get("mode", Metric.mode)
+    if not isinstance(name, str) or not name.strip():
+        raise doc.bad(("metric", "name"), name, "a reported metric name such as dev_f1")
+    if mode not in METRIC_MODES:
+        raise doc.bad(("metric", "mode"), mode, "'max' or 'min'")
+    return Metric(name.strip(), mode)
+
+
+def _resources(doc: Doc) -> dict[str, float]:
+    value = doc.data.get("resources")
+    value = {} if value is None else value
+    doc.mapping(("resources",), value, "a mapping {cpu: 1, gpu: 0}")
+    doc.check_keys(("resources",), value, ("cpu", "gpu"))
+    cpu = doc.number(("resources", "cpu"), value.get("cpu", 1), lambda x: x > 0, "cpus > 0")
+    gpu = doc.number(("resources", "gpu"), value.get("gpu", 0), lambda x: x >= 0, "gpus >= 0")
+    return {"cpu": float(cpu), "gpu": float(gpu)}
+
+
+def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> Shape:
+    """Layer and head counts from the model's config alone (no weights are read)."""
+    if not resolve_layers:
+        return Shape(0, 0)
+    try:
+        resolved = resolve_model(model)
+    except ModelError as err:
+        raise doc.bad(("model",), model, str(err)) from None
+    hub_only = not Path(resolved).is_dir() and not download
+    try:
+        config = model_config(resolved, hub_only)
+    except Exception as err:  # transformers raises many kinds; each becomes one line
+        if hub_only:
+            return Shape(0, 0)
+        raise doc.fail(("model",), f"cannot read the config of {model!r}: {err}") from None
+    try:
+        layout = layouts.layout_of(config["model_type"])
+    except ModelError as err:
+        raise doc.bad(("model",), model, str(err)) from None
+    return Shape(int(config[layout.layers_field]), int(config[layout.heads_field]))
+
+
+def model_config(resolved: str, hub_only: bool) -> dict[str, Any]:
+    """The model type and its layer/head fields: straight from a local config.json when it
+    has them, so that checking a study imports no torch; else through transformers, which
+    knows each family's defaults and downloads hub configs."""
+    local = read_config_json(resolved) if Path(resolved).is_dir() else None
+    layout = layouts.LAYOUTS.get(local.get("model_type")) if local else None
+    if layout and all(name in local for name in layout.fields()):
+        return local
+    from transformers import AutoConfig  # imports torch: only when config.json falls short
+
+    config = AutoConfig.from_pretrained(resolved, local_files_only=hub_only)
+    names = {name for lay in layouts.LAYOUTS.values() for name in lay.fields()}
+    return {"model_type": config.model_type, **{n: getattr(config, n, None) for n in names}}

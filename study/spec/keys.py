@@ -1,0 +1,33 @@
+"""The keys a study file may hold, defined once for the reader, the profiles and the checks."""
+
+from __future__ import annotations
+
+from trainables.config import TrialConfig
+
+TOP_LEVEL_KEYS = (
+    "description",
+    "model",
+    "data",
+    "metric",
+    "grid",
+    "search",
+    "fixed",
+    "seeds",
+    "phases",
+    "resources",
+    "max_failures",
+    "compare",
+    "analysis",
+    "profiles",
+)
+# Trial settings that are not factors, and the top-level key that sets each instead.
+SET_AT_TOP = {
+    "model": "model",
+    "data": "data",
+    "seed": "seeds",
+    "data_seed": "phases.confirm.data_seeds",
+}
+FACTORS = tuple(name for name in TrialConfig.field_names() if name not in SET_AT_TOP)
+SECTIONS = ("grid", "search", "fixed")
+# Settings whose valid range depends on how many blocks the (truncated) encoder has.
+LAYER_FIELDS = ("reinit_from", "freeze", "reinit_heads")

@@ -1,0 +1,266 @@
+"""Seeds and phases: the seed pool, the explore phase (samples, seeds, ASHA), the confirm phase
+(what it selects, its held-out seeds, its rounds, its data seeds) and the declared analysis.
+
+The seeds that choose a configuration (explore) must not also estimate it (confirm) unless the
+file says so, and a confirm phase that runs in rounds plans its looks here, before any data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from study.analysis import SPENDING, Analysis
+from study.spec.distributions import Distribution
+from study.spec.document import Doc, FieldPath, count, is_int, show, suggest
+from study.spec.factors import Shape, check_value
+from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase
+
+CONFIRM_KEYS = ("select", "seeds", "max_seeds", "step", "reuse_explore_seeds", "data_seeds")
+
+
+def study_seeds(doc: Doc) -> tuple[int, ...] | int:
+    """A count n (each phase takes n fresh seeds unless it says otherwise; seeds are numbered
+    0, 1, ... across phases) or a list (the pool the phases take their seeds from, in order)."""
+    value = doc.data.get("seeds")
+    allowed = "a count n (seeds per phase) or a list of different integers >= 0"
+    if value is None:
+        raise doc.missing(("seeds",), allowed)
+    if is_int(value):
+        return doc.integer(("seeds",), value, 1, allowed)
+    if not isinstance(value, list) or not value:
+        raise doc.bad(("seeds",), value, allowed)
+    for index, seed in enumerate(value):
+        doc.integer(("seeds", index), seed, 0, "a seed: an integer >= 0")
+    doc.distinct(("seeds",), value, value)
+    return tuple(value)
+
+
+def _phase_seeds(
+    doc: Doc, path: FieldPath, value: Any, pool: tuple[int, ...] | int, offset: int
+) -> tuple[int, ...]:
+    """A count takes the next n seeds of the pool after `offset` (the seeds earlier phases
+    hold), so phases never share a seed by default; a list is taken as given."""
+    if value is None:
+        value = pool if is_int(pool) else len(pool) - offset
+        if value < 1:
+            raise doc.missing(path, f"the pool `seeds` has no seed left after {offset}")
+    if is_int(value):
+        doc.integer(path, value, 1, "a count >= 1 or a list of seeds")
+        if is_int(pool):
+            return tuple(range(offset, offset + value))
+        if offset + value > len(pool):
+            left = count(len(pool) - offset, "seed")
+            raise doc.bad(path, value, f"the pool `seeds` {show(pool)} has {left} left "
+                          f"after the {offset} that earlier phases take; list more seeds, or "
+                          "give `seeds` as a count")  # fmt: skip
+        return pool[offset : offset + value]
+    if not isinstance(value, list) or not value:
+        raise doc.bad(path, value, "a count >= 1 or a non-empty list of seeds")
+    for index, seed in enumerate(value):
+        if is_int(pool):
+            doc.integer((*path, index), seed, 0, "a seed: an integer >= 0")
+        elif not is_int(seed) or seed not in pool:
+            raise doc.bad((*path, index), seed, f"one of the study's seeds {show(pool)}")
+    doc.distinct(path, value, value)
+    return tuple(value)
+
+
+def study_phases(
+    doc: Doc, seeds: tuple[int, ...] | int, search: dict, shape: Shape
+) -> tuple[ExplorePhase | None, ConfirmPhase | None]:
+    path = ("phases",)
+    phases = doc.data.get("phases")
+    if phases is None:
+        raise doc.missing(path, "an explore phase, a confirm phase, or both")
+    doc.mapping(path, phases, "a mapping with explore and/or confirm")
+    doc.check_keys(path, phases, ("explore", "confirm"))
+    explore = _explore(doc, phases.get("explore"), seeds, search)
+    confirm = _confirm(doc, phases.get("confirm"), seeds, search, explore, shape)
+    if explore is None and confirm is None:
+        raise doc.fail(path, "no phase: give explore, confirm, or both")
+    return explore, confirm
+
+
+def _explore(
+    doc: Doc, value: Any, seeds: tuple[int, ...] | int, search: dict
+) -> ExplorePhase | None:
+    if value is None:
+        return None
+    path = ("phases", "explore")
+    doc.mapping(path, value, "a mapping with samples, seeds and asha")
+    doc.check_keys(path, value, ("samples", "seeds", "asha"))
+    if not search:
+        raise doc.fail(path, "the explore phase samples the `search` factors, but `search` "
+                       "is empty; add search factors or drop the explore phase")  # fmt: skip
+    samples = value.get("samples")
+    if samples is None:
+        raise doc.missing((*path, "samples"), "the number of Optuna samples per arm (>= 1)")
+    doc.integer((*path, "samples"), samples, 1, "Optuna samples per arm, >= 1")
+    distinct = _distinct_samples(search)
+    if distinct is not None and samples > distinct:
+        raise doc.bad((*path, "samples"), samples, f"at most {distinct}: the searched factors "
+                      f"have {distinct} distinct values, and a sample drawn twice would only "
+                      "repeat trials")  # fmt: skip
+    phase_seeds = _phase_seeds(doc, (*path, "seeds"), value.get("seeds"), seeds, 0)
+    return ExplorePhase(samples, phase_seeds, _asha(doc, value.get("asha")))
+
+
+def _distinct_samples(search: dict[str, Distribution]) -> int | None:
+    """How many different samples a space of finite factors holds; None when a factor is
+    real-valued (no limit)."""
+    total = 1
+    for dist in search.values():
+        points = dist.points()
+        if points is None:
+            return None
+        total *= len(points)
+    return total
+
+
+def _asha(doc: Doc, value: Any) -> AshaSettings | None:
+    if value is None:
+        return None
+    path = ("phases", "explore", "asha")
+    doc.mapping(path, value, "a mapping {grace_period: 1, reduction_factor: 2}")
+    doc.check_keys(path, value, ("grace_period", "reduction_factor"))
+    settings = {
+        "grace_period": (lambda x: x > 0, "epochs before the first pruning decision, > 0"),
+        "reduction_factor": (lambda x: x > 1, "the fraction kept at each rung is 1/this; > 1"),
+    }
+    numbers = {}
+    for key, (ok, allowed) in settings.items():
+        if value.get(key) is None:
+            raise doc.missing((*path, key), allowed)
+        numbers[key] = float(doc.number((*path, key), value[key], ok, allowed))
+    return AshaSettings(**numbers)
+
+
+def _confirm(
+    doc: Doc,
+    value: Any,
+    seeds: tuple[int, ...] | int,
+    search: dict,
+    explore: ExplorePhase | None,
+    shape: Shape,
+) -> ConfirmPhase | None:
+    if value is None:
+        return None
+    path = ("phases", "confirm")
+    doc.mapping(path, value, "a mapping with select and seeds")
+    doc.check_keys(path, value, CONFIRM_KEYS)
+    select = _select(doc, value.get("select"), search, explore is not None, shape)
+    reuse = value.get("reuse_explore_seeds", False)
+    if not isinstance(reuse, bool):
+        raise doc.bad((*path, "reuse_explore_seeds"), reuse, "true or false")
+    held_by_explore = len(explore.seeds) if explore and not reuse else 0
+    first, step, total = _rounds(doc, value, seeds)
+    wanted = value.get("seeds") if total is None else total
+    confirm_seeds = _phase_seeds(doc, (*path, "seeds"), wanted, seeds, held_by_explore)
+    if explore and not reuse:
+        _check_disjoint(doc, (*path, "seeds"), confirm_seeds, explore.seeds)
+    data_seeds = value.get("data_seeds")
+    if data_seeds is not None:
+        data_seeds = _phase_seeds(doc, (*path, "data_seeds"), data_seeds, 1, 0)
+    return ConfirmPhase(select, confirm_seeds, first, step, reuse, data_seeds)
+
+
+def _rounds(doc: Doc, value: dict, pool: tuple[int, ...] | int) -> tuple[int, int, int | None]:
+    """`seeds: 5, max_seeds: 20, step: 5`: 5 seeds, then 5 more per round up to 20 while a
+    comparison is undecided. Returns (first, step, total), total None without rounds."""
+    path = ("phases", "confirm")
+    max_seeds, step = value.get("max_seeds"), value.get("step")
+    if max_seeds is None and step is None:
+        return 0, 0, None
+    first = value.get("seeds", pool if is_int(pool) else None)
+    if not is_int(first):
+        raise doc.bad((*path, "seeds"), first, "a count of seeds for the first round when "
+                      "max_seeds and step are given")  # fmt: skip
+    if max_seeds is None:
+        raise doc.missing((*path, "max_seeds"), "the most seeds the rounds may reach")
+    doc.integer((*path, "max_seeds"), max_seeds, first, f"a count >= seeds ({first})")
+    step = max_seeds - first if step is None else step
+    if max_seeds > first:
+        doc.integer((*path, "step"), step, 1, "seeds added per round, >= 1")
+    return first, (step if max_seeds > first else 0), max_seeds
+
+
+def _check_disjoint(
+    doc: Doc, path: FieldPath, confirm: tuple[int, ...], explore: tuple[int, ...]
+) -> None:
+    shared = sorted(set(confirm) & set(explore))
+    if shared:
+        raise doc.bad(path, list(confirm), f"seeds {show(shared)} also ran in explore, where "
+                      "they chose the configuration; a seed that chooses must not also "
+                      "estimate (give other seeds, or set confirm.reuse_explore_seeds: "
+                      "true)")  # fmt: skip
+
+
+def _select(
+    doc: Doc, value: Any, search: dict, has_explore: bool, shape: Shape
+) -> str | tuple[dict, ...]:
+    """'best' (of each arm's explore samples) or the samples every arm runs. Without an explore
+    phase and without search factors, each arm runs once: a single empty sample."""
+    path = ("phases", "confirm", "select")
+    if value is None:
+        if has_explore:
+            return "best"
+        if not search:
+            return ({},)
+        raise doc.missing(path, "with no explore phase, list the samples to run")
+    if value == "best":
+        if not has_explore:
+            why = "'best' picks each arm's best explore sample, but there is no explore phase"
+            raise doc.bad(path, value, why + "; add phases.explore or list the samples")
+        return "best"
+    if not isinstance(value, list) or not value:
+        raise doc.bad(path, value, "'best' or a non-empty list of samples of the search factors")
+    samples = [_sample(doc, (*path, i), item, search, shape) for i, item in enumerate(value)]
+    doc.distinct(path, value, samples)
+    return tuple(samples)
+
+
+def _sample(doc: Doc, path: FieldPath, item: Any, search: dict, shape: Shape) -> dict:
+    names = ", ".join(search) or "(none)"
+    if not isinstance(item, dict):
+        raise doc.bad(path, item, f"a mapping of the search factors ({names})")
+    if set(item) != set(search):
+        missing = ", ".join(name for name in search if name not in item) or "none"
+        extra = ", ".join(str(name) for name in item if name not in search) or "none"
+        raise doc.bad(path, item, f"keys must be exactly the search factors ({names}); "
+                      f"missing: {missing}; not searched: {extra}")  # fmt: skip
+    return {name: check_value(doc, (*path, name), name, item[name], shape) for name in search}
+
+
+def declared_analysis(doc: Doc, confirm: ConfirmPhase | None) -> Analysis:
+    """`analysis: {primary, margin, alpha, spending}`, declared before the data are seen."""
+    path = ("analysis",)
+    value = doc.data.get("analysis")
+    value = {} if value is None else value
+    doc.mapping(path, value, "a mapping {primary: test_f1, margin: 0.01, alpha: 0.05}")
+    doc.check_keys(path, value, ("primary", "margin", "alpha", "spending"))
+    primary = value.get("primary", Analysis.primary)
+    known = _primary_metrics(doc)
+    if primary not in known:
+        raise doc.bad((*path, "primary"), primary, f"one of {', '.join(known)}"
+                      f"{suggest(primary, tuple(known))}")  # fmt: skip
+    margin = value.get("margin", Analysis.margin)
+    margin = doc.number((*path, "margin"), margin, lambda x: x >= 0,
+                        "a margin >= 0 in the primary metric's units")  # fmt: skip
+    alpha = doc.number((*path, "alpha"), value.get("alpha", Analysis.alpha),
+                       lambda x: 0 < x < 0.5, "a level in (0, 0.5)")  # fmt: skip
+    spending = value.get("spending", Analysis.spending)
+    if spending not in SPENDING:
+        raise doc.bad((*path, "spending"), spending, f"one of {', '.join(SPENDING)}")
+    looks = confirm.looks if confirm else ()
+    seed_order = confirm.seeds if confirm else ()
+    data_seeds = len(confirm.data_seeds) if confirm and confirm.data_seeds else 1
+    return Analysis(primary, float(margin), float(alpha), spending, looks, seed_order, data_seeds)
+
+
+def _primary_metrics(doc: Doc) -> list[str]:
+    """Metrics every trial reports at its end: the comparable ones."""
+    extra = (doc.data.get("data") or {}).get("extra") or {}
+    names = ["test_f1", "dev_f1", "curve_area", "steps_to_95", "dev_loss", "test_loss"]
+    names += [f"{name}_f1" for name in extra if isinstance(extra, dict)]
+    metric = (doc.data.get("metric") or {}).get("name")
+    return names + ([metric] if isinstance(metric, str) and metric not in names else [])

@@ -1,0 +1,137 @@
+"""Find a study file and read it into a `Doc`: the YAML data and the line of every field.
+
+PyYAML's plain loader forgets where things were written, so the file is composed into its
+node tree first; the node marks give each field's line, then the tree is constructed into
+ordinary data. Two equal keys in one mapping, which PyYAML would silently collapse, are an
+error here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from study.spec.document import Doc, FieldPath, SpecError, dotted
+from study.spec.keys import TOP_LEVEL_KEYS
+from study.spec.profiles import check_profiles
+from trainables.errors import joined
+
+SEARCH_SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+
+
+def known_studies(folder: Path = SEARCH_SPACES) -> list[str]:
+    """Study names (file stems) in `folder`, for listings and 'unknown study' messages."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    return sorted(path.stem for path in folder.glob("*.yaml") if path.is_file())
+
+
+def find_study(name_or_path: str, folder: Path) -> Path:
+    if name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path or "/" in name_or_path:
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise SpecError(f"{name_or_path}: no such study file")
+        return path
+    path = folder / f"{name_or_path}.yaml"
+    if path.is_file():
+        return path
+    known = ", ".join(known_studies(folder)) or "(none)"
+    raise SpecError(
+        f"unknown study {name_or_path!r}; known studies in {display_path(folder)}: {known}"
+    )
+
+
+def display_path(path: Path) -> str:
+    """How messages show a file: relative to the working folder when it is below it."""
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(resolved)
+
+
+def read_study(path: Path) -> Doc:
+    """The file's data with its lines; its top-level keys and profiles checked."""
+    display = display_path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(f"{display}: cannot read the study file: {joined(str(err))}") from None
+    data, lines = _parse_yaml(text, display)
+    doc = Doc(display, data, lines)
+    if not isinstance(data, dict):
+        raise doc.bad((), data, "a mapping of study settings (description, model, grid, ...)")
+    doc.check_keys((), data, TOP_LEVEL_KEYS)
+    check_profiles(doc)
+    return doc
+
+
+def _parse_yaml(text: str, display: str) -> tuple[Any, dict[FieldPath, int]]:
+    """Safe-load the text keeping its node tree, whose marks give each field's line."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise SpecError(f"{display}:1: the file is empty; expected a study mapping")
+        _check_duplicate_keys(node, display, ())
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as err:
+        raise SpecError(_syntax_message(err, display)) from None
+    except yaml.YAMLError as err:
+        raise SpecError(f"{display}:1: YAML syntax error: {joined(str(err))}") from None
+    finally:
+        loader.dispose()
+    return data, _node_lines(node, (), {}, set())
+
+
+def _syntax_message(err: yaml.MarkedYAMLError, display: str) -> str:
+    mark = err.problem_mark or err.context_mark
+    where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1"
+    problem = ": ".join(part for part in (err.context, err.problem) if part)
+    return f"{display}:{where}: YAML syntax error: {joined(problem or str(err))}"
+
+
+def _check_duplicate_keys(node: yaml.Node, display: str, path: FieldPath) -> None:
+    # PyYAML silently keeps the last of two equal keys; a repeated `fixed:` would lose settings.
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            if key.tag == "tag:yaml.org,2002:merge" or not isinstance(key, yaml.ScalarNode):
+                continue
+            line = key.start_mark.line + 1
+            if key.value in first:
+                name = dotted((*path, key.value))
+                raise SpecError(
+                    f"{display}:{line}: {name}: duplicate key (first written at line "
+                    f"{first[key.value]}); write each key once"
+                )
+            first[key.value] = line
+            _check_duplicate_keys(value, display, (*path, key.value))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _check_duplicate_keys(item, display, (*path, index))
+
+
+def _node_lines(
+    node: yaml.Node, path: FieldPath, out: dict[FieldPath, int], stack: set[int]
+) -> dict[FieldPath, int]:
+    """Map each field path to its 1-based line: a key's line for mapping entries, the item's
+    line for list items. `stack` guards against recursive YAML aliases."""
+    out.setdefault(path, node.start_mark.line + 1)
+    if id(node) in stack:
+        return out
+    stack.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = (*path, str(key.value))
+            out[child] = key.start_mark.line + 1
+            _node_lines(value, child, out, stack)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _node_lines(item, (*path, index), out, stack)
+    stack.discard(id(node))
+    return out

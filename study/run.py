@@ -116,16 +116,10 @@ def _run(args: argparse.Namespace) -> int:
     study_run, arm_runs = open_study_runs(tracker, spec, plan, state)
     store.write_state(study_dir, state)
     context = PhaseContext(
-        spec=spec,
-        plan=plan,
-        store=store,
-        study_dir=study_dir,
-        tracking_uri=uri,
-        study_run=study_run,
-        arm_runs=arm_runs,
-        max_concurrent=args.max_concurrent,
+        spec=spec, plan=plan, store=store, study_dir=study_dir, tracking_uri=uri,
+        study_run=study_run, arm_runs=arm_runs, max_concurrent=args.max_concurrent,
         reuse_workers=args.address is None,
-    )
+    )  # fmt: skip
     return _run_study(context, state, tracker, args.reports)
 
 

@@ -48,14 +48,9 @@ def new_asha(mode: str, max_t: float, grace_period: float, reduction_factor: flo
     """One arm's ASHA (a single bracket). It never stops at max_t: the last evaluation is the
     sample's result, not a reason to prune it."""
     return AsyncHyperBandScheduler(
-        time_attr=TIME_ATTR,
-        metric=ASHA_METRIC,
-        mode=mode,
-        max_t=max_t,
-        grace_period=grace_period,
-        reduction_factor=reduction_factor,
-        stop_last_trials=False,
-    )
+        time_attr=TIME_ATTR, metric=ASHA_METRIC, mode=mode, max_t=max_t,
+        grace_period=grace_period, reduction_factor=reduction_factor, stop_last_trials=False,
+    )  # fmt: skip
 
 
 def enter_sample(asha: AsyncHyperBandScheduler, key: str) -> None:

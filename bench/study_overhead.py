@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from study.plan import make_plan  # noqa: E402
-from study.scheduling import confirm_configs  # noqa: E402
+from study.search import confirm_configs  # noqa: E402
 from study.spec import load_study  # noqa: E402
 
 

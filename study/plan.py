@@ -3,7 +3,7 @@
 An arm is one point of the grid's cross product. Everything random inside a trial comes from
 its seed, and the seed list is the same in every arm, so two arms compared at seed s saw the
 same data subset, the same data order and the same head initialisation: comparisons are
-paired. Search (Optuna) and pruning (ASHA) happen inside an arm only; see `study.scheduling`.
+paired. Search (Optuna) and pruning (ASHA) happen inside an arm only; see `study.search`.
 """
 
 from __future__ import annotations

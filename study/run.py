@@ -15,31 +15,40 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import json
 import logging
 import os
 import sys
 import threading
 import time
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from study import phases
-from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
-from study.names import ANALYSIS_TAG, CONFIRM, EXPLORE, tracking_uri
-from study.plan import make_plan
-from study.rounds import run_confirm_rounds
-from study.saved_state import SpaceReserve, rewrite_from_staging
-from study.spec import load_study
-from study.storage import StudyStore
-from study.storage_guard import is_storage_full, no_space_reason, storage_context
+from study.execution import (
+    PhaseContext,
+    SpaceReserve,
+    StudyStore,
+    check_address,
+    is_storage_full,
+    run_phases,
+    settle_full_storage,
+    start_tracking_and_ray,
+    study_folder,
+)
+from study.names import tracking_uri
+from study.plan import StudyPlan, make_plan
+from study.spec import StudySpec, load_study
 from study.tracking import StudyTracker
+from study.tracking.start import open_study_runs, probe_tracking
 from study.tracking.summary import confirm_summary
 from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError, joined
 
 log = logging.getLogger("study")
+
+# exit codes: what a script or a scheduler running the study can act on
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2  # the study file, a flag or a server: one line says which and why
+EXIT_STORAGE_FULL = 3  # free space, then --resume
+EXIT_INTERRUPTED = 130  # Ctrl-C or a stopped phase; the state is saved, --resume continues
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,7 +68,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def _fail(message: str) -> int:
     print(f"error: {joined(message)}", file=sys.stderr)
-    return 2
+    return EXIT_BAD_INPUT
+
+
+def _resume_line(study: str, profile: str) -> str:
+    return f"python -m study.run {study} --profile {profile} --resume"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,11 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(err))
     except KeyboardInterrupt:
         print(
-            f"\ninterrupted; the study's state is saved. Resume with:\n  python -m study.run "
-            f"{args.study} --profile {args.profile} --resume",
+            "\ninterrupted; the study's state is saved. Resume with:\n  "
+            + _resume_line(args.study, args.profile),
             file=sys.stderr,
         )
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -96,110 +109,78 @@ def _run(args: argparse.Namespace) -> int:
     plan = make_plan(spec)
     if args.dry_run:
         print(plan.describe())
-        return 0
+        return EXIT_OK
+    store, study_dir, state, uri = _check_before_writing(args, spec, plan)
+    tracker = start_tracking_and_ray(uri, spec.name, args.address, args.num_cpus, store)
+    _preload_report()
+    study_run, arm_runs = open_study_runs(tracker, spec, plan, state)
+    store.write_state(study_dir, state)
+    context = PhaseContext(
+        spec=spec, plan=plan, store=store, study_dir=study_dir, tracking_uri=uri,
+        study_run=study_run, arm_runs=arm_runs, max_concurrent=args.max_concurrent,
+        reuse_workers=args.address is None,
+    )  # fmt: skip
+    return _run_study(context, state, tracker, args.reports)
+
+
+def _check_before_writing(
+    args: argparse.Namespace, spec: StudySpec, plan: StudyPlan
+) -> tuple[StudyStore, str, dict[str, Any], str]:
+    """Everything that can be refused is checked before anything is written anywhere: the
+    data, the storage, the cluster's address, the tracking server. The store, this
+    invocation's folder in it, the study's state and the tracking URI."""
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
-    # Everything that can be refused is checked before anything is written anywhere.
     splits, labels = load_checked_splits(spec.data)
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
-    study_dir, state = _study_dir(store, spec.name, profile, args.resume)
+    study_dir, state = study_folder(store, spec.name, profile, args.resume)
     state["profile"] = profile
     store.check_writable()
-    phases.check_address(args.address)
+    check_address(args.address)
     uri = tracking_uri(args.tracking_uri)
-    phases.probe_tracking(uri)
+    probe_tracking(uri)
     log.info("plan: %s", plan.summary())
     log.info(
         "data: %d train / %d dev / %d test sentences, %d labels",
         len(splits.train), len(splits.dev), len(splits.test), len(labels),
     )  # fmt: skip
     log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
+    return store, study_dir, state, uri
 
-    tracker = _start_tracking_and_ray(uri, spec.name, args, store)
-    _preload_report()
-    study_run, arm_runs = _mlflow_runs(tracker, spec, plan, state)
-    store.write_state(study_dir, state)
-    reserve = SpaceReserve(store.fs, store.fs_path(study_dir))
-    context = phases.PhaseContext(
-        spec=spec,
-        plan=plan,
-        store=store,
-        study_dir=study_dir,
-        tracking_uri=uri,
-        study_run=study_run,
-        arm_runs=arm_runs,
-        max_concurrent=args.max_concurrent,
-        reuse_workers=args.address is None,
-    )
+
+def _run_study(
+    context: PhaseContext, state: dict[str, Any], tracker: StudyTracker, reports: str
+) -> int:
+    """Run the phases, then summarise and report; the exit code says how it ended."""
+    spec, store, study_run = context.spec, context.store, context.study_run
+    resume = _resume_line(spec.name, state["profile"])
+    reserve = SpaceReserve(store.fs, store.fs_path(context.study_dir))
     started = time.time()
     try:
         reserve.hold()
-        finished = _run_phases(context, state)
+        finished = run_phases(context, state)
     except Exception as err:
         if not is_storage_full(err):
             raise
-        return _storage_full(tracker, context, profile, err, reserve)
-    if not finished:
-        tracker.set_tags(study_run, {"state": "interrupted"})
-        tracker.end_study(study_run, arm_runs, "KILLED")
+        reason = settle_full_storage(err, reserve, tracker, study_run, context.arm_runs)
         print(
-            "study interrupted; its state is saved. Resume with:\n  python -m study.run "
-            f"{spec.name} --profile {profile} --resume",
+            f"error: the study's storage {store.root} is full ({reason}); free space there, "
+            f"then resume with: {resume}",
             file=sys.stderr,
         )
-        return 130
-    summary = confirm_summary(tracker, study_run, spec.metric.name)
-    print(summary)
+        return EXIT_STORAGE_FULL
+    if not finished:
+        tracker.set_tags(study_run, {"state": "interrupted"})
+        tracker.end_study(study_run, context.arm_runs, "KILLED")
+        print(f"study interrupted; its state is saved. Resume with:\n  {resume}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(confirm_summary(tracker, study_run, spec.metric.name))
     tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
-    _report(uri, spec.name, study_run, args.reports)
-    tracker.end_study(study_run, arm_runs, "FINISHED")
+    _report(context.tracking_uri, spec.name, study_run, reports)
+    tracker.end_study(study_run, context.arm_runs, "FINISHED")
     reserve.release()
-    return 0
-
-
-def _storage_full(
-    tracker, context: phases.PhaseContext, profile: str, err: Exception, reserve: SpaceReserve
-) -> int:
-    """The trials have stopped: free the reserve and write Tune's last state into it (its
-    own copy may have been cut short by the full disk), so `--resume` can read it."""
-    reserve.release()
-    storage = storage_context(err)
-    if storage is not None and not rewrite_from_staging(storage):
-        log.warning("the saved state of this phase may not be whole; --resume will say so")
-    try:  # the tracking store may live on the same full disk
-        tracker.set_tags(context.study_run, {"state": "storage_full"})
-        tracker.end_study(context.study_run, context.arm_runs, "KILLED")
-    except Exception as mlflow_err:  # noqa: BLE001 - the line below matters more
-        log.warning("could not mark the study run in MLflow: %s", mlflow_err)
-    reason = no_space_reason(err)
-    phases.stop_ray()
-    print(
-        f"error: the study's storage {context.store.root} is full ({reason}); free space "
-        f"there, then resume with: python -m study.run {context.spec.name} --profile "
-        f"{profile} --resume",
-        file=sys.stderr,
-    )
-    return 3
-
-
-def _start_tracking_and_ray(
-    uri: str, study: str, args: argparse.Namespace, store: StudyStore
-) -> StudyTracker:
-    """Open the MLflow store (its schema, for a new sqlite file) while Ray starts: seconds
-    each, mostly waiting. A store that cannot be used stops Ray again and is said last."""
-    with ThreadPoolExecutor(1, thread_name_prefix="mlflow") as pool:
-        tracking = pool.submit(phases.connect_tracking, uri, study)
-        try:
-            phases.start_ray(args.address, args.num_cpus, store)
-        except UserInputError:
-            tracking.result()  # a tracking error is said first
-            raise
-        try:
-            return tracking.result()
-        except UserInputError:
-            phases.stop_ray()
-            raise
+    return EXIT_OK
 
 
 def _preload_report() -> None:
@@ -229,66 +210,6 @@ def _report(uri: str, study: str, study_run: str, reports: str) -> None:
         )  # fmt: skip
         return
     print(report.summary_line())
-
-
-def _study_dir(
-    store: StudyStore, study: str, profile: str, resume: bool
-) -> tuple[str, dict[str, Any]]:
-    if not resume:
-        return store.new_study_dir(study, profile), {"invocation": uuid.uuid4().hex}
-    latest = store.latest_study_dir(study, profile)
-    state = store.read_state(latest) if latest else None
-    if state is None:
-        raise UserInputError(
-            f"--resume: no earlier run of study {study} (profile {profile}) in {store.root}; "
-            "run it once without --resume"
-        )
-    log.info("resuming %s", store.join(latest))
-    return latest, state
-
-
-def _mlflow_runs(
-    tracker: StudyTracker, spec, plan, state: dict[str, Any]
-) -> tuple[str, dict[str, str]]:
-    tags = {
-        "study": spec.name,
-        "profile": state["profile"],
-        "plan": plan.summary(),
-        "code_version": code_version(),
-        "model": spec.model,
-        "model_fingerprint": model_fingerprint(spec.model),
-        "data_fingerprint": data_fingerprint(spec.data),
-        "study_file": str(spec.path),
-        "hardware": hardware(),
-        ANALYSIS_TAG: spec.analysis.to_json(),
-    }
-    if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
-        tags["compare_baseline"] = json.dumps(spec.compare_baseline)
-    name = f"{spec.name}/{state['profile']}"
-    study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
-    arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
-    state.update(study_run=study_run)
-    return study_run, arm_runs
-
-
-def _run_phases(context: phases.PhaseContext, state: dict[str, Any]) -> bool:
-    """Run explore then confirm; a phase recorded as done in the state file is not rerun."""
-    done = set(state.setdefault("phases_done", []))
-    spec = context.spec
-    if spec.explore is not None and EXPLORE not in done:
-        if not phases.run_explore(context):
-            return False
-        state["phases_done"].append(EXPLORE)
-        context.store.write_state(context.study_dir, state)
-    if spec.confirm is not None and CONFIRM not in done:
-        chosen = state.get("chosen") or phases.choose_samples(context)
-        state["chosen"] = chosen
-        context.store.write_state(context.study_dir, state)
-        if not run_confirm_rounds(context, state, chosen):
-            return False
-        state["phases_done"].append(CONFIRM)
-        context.store.write_state(context.study_dir, state)
-    return True
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from optuna.trial import TrialState
 from ray.tune.schedulers import TrialScheduler
 
 from study.plan import make_plan
-from study.scheduling import ArmSearcher, PlannedSearcher, confirm_configs
+from study.search import ArmSearcher, PlannedSearcher, confirm_configs
 from study.spec import load_study
 from tests.study_helpers import write_study
 
@@ -203,7 +203,7 @@ def test_confirm_runs_every_chosen_sample_on_every_seed_seed_major(spec):
 
 
 def test_tune_may_start_as_many_trials_at_once_as_fit():
-    from study.phases import trials_at_once
+    from study.execution.tuner import trials_at_once
 
     laptop = {"CPU": 2.0, "memory": 2e10}
     assert trials_at_once({"cpu": 1, "gpu": 0}, laptop, None) == 2
@@ -221,7 +221,7 @@ def test_asha_milestones_are_rays(grace, reduction, max_t):
     be the ones Ray's scheduler uses. A Ray upgrade that changes them fails here."""
     from ray.tune.schedulers import AsyncHyperBandScheduler
 
-    from study.scheduling import asha_milestones
+    from study.search import asha_milestones
 
     asha = AsyncHyperBandScheduler(time_attr="epoch", metric="m", mode="max", max_t=max_t,
                                    grace_period=grace, reduction_factor=reduction)  # fmt: skip

@@ -76,7 +76,7 @@ def test_no_unsafe_loading_in_the_code(path):
             flags = {k.arg: getattr(k.value, "value", None) for k in call.keywords}
             assert flags.get("weights_only") is True, where
         if name in {"pickle.load", "pickle.loads"}:  # the searcher state Ray keeps beside its
-            assert path.name == "scheduling.py", where  # own pickled experiment, nothing else
+            assert path.name == "saved.py", where  # own pickled experiment, nothing else
 
 
 def test_readme_mlflow_ui_binds_to_loopback():

@@ -16,8 +16,13 @@ from collections import Counter
 import pyarrow.fs as pafs
 import pytest
 
-from study.saved_state import RESERVE_FILE, SpaceReserve, check_restorable, damaged_state
-from study.storage_guard import StorageFull, is_storage_full, no_space_reason, says_no_space
+from study.execution.saved_state import RESERVE_FILE, SpaceReserve, check_restorable, damaged_state
+from study.execution.storage_guard import (
+    StorageFull,
+    is_storage_full,
+    no_space_reason,
+    says_no_space,
+)
 from tests.study_helpers import REPO, runs_by_kind, study_command, write_study
 from trainables.errors import UserInputError
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from study.phases import storage_problem
-from study.storage import StudyStore
+from study.execution.runtime import storage_problem
+from study.execution.storage import StudyStore
 from tests.study_helpers import run_study, runs_by_kind, write_study
 
 pytestmark = pytest.mark.study

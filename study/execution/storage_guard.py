@@ -3,17 +3,23 @@
 A full disk is not a property of a trial: once one checkpoint cannot be written, every trial
 after it would fail the same way and be recorded as errored, and the study would "finish"
 with nothing to compare. So the first trial failure that says the device is full stops the
-whole Tune run before that failure is recorded anywhere; the driver then says so in one line
-and `--resume` carries on once space is freed.
+whole Tune run before that failure is recorded anywhere; `settle_full_storage` leaves what
+`--resume` reads whole, the driver says so in one line, and `--resume` carries on once space
+is freed.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 
 from ray.tune import Callback
 
-from study.tracking import trial_error_text
+from study.execution.runtime import stop_ray
+from study.execution.saved_state import SpaceReserve, rewrite_from_staging
+from study.tracking import StudyTracker, trial_error_text
+
+log = logging.getLogger(__name__)
 
 NO_SPACE = ("No space left on device", f"[Errno {errno.ENOSPC}]", "Disk quota exceeded")
 
@@ -81,3 +87,26 @@ class StorageGuard(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._check(trial)
+
+
+def settle_full_storage(
+    err: BaseException,
+    reserve: SpaceReserve,
+    tracker: StudyTracker,
+    study_run: str,
+    arm_runs: dict[str, str],
+) -> str:
+    """After the trials stopped on a full disk: free the reserve and write Tune's last state
+    into it (its own copy may have been cut short by the full disk), so `--resume` can read
+    it; mark the study run and stop Ray. The line that says the device is full."""
+    reserve.release()
+    storage = storage_context(err)
+    if storage is not None and not rewrite_from_staging(storage):
+        log.warning("the saved state of this phase may not be whole; --resume will say so")
+    try:  # the tracking store may live on the same full disk
+        tracker.set_tags(study_run, {"state": "storage_full"})
+        tracker.end_study(study_run, arm_runs, "KILLED")
+    except Exception as mlflow_err:  # noqa: BLE001 - the driver's own line matters more
+        log.warning("could not mark the study run in MLflow: %s", mlflow_err)
+    stop_ray()
+    return no_space_reason(err)

@@ -13,16 +13,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from study import phases
-from study.names import REUSED_TAG
+from study.execution.context import PhaseContext
+from study.execution.tuner import explore_trials, run_experiment
+from study.names import EXPLORE, REUSED_TAG, STUDY_RUN_ID
 from study.plan import round_name
 from study.report.data import load_study_record
+from study.search import LimitedFIFO, PlannedSearcher, completed_explore_trials, confirm_configs
+from study.tracking import StudyTracker
 
 log = logging.getLogger(__name__)
 
 
 def run_confirm_rounds(
-    context: phases.PhaseContext, state: dict[str, Any], chosen: dict[str, list[dict]]
+    context: PhaseContext, state: dict[str, Any], chosen: dict[str, list[dict]]
 ) -> bool:
     """True once the last needed round finished; False when interrupted."""
     confirm = context.spec.confirm
@@ -36,7 +39,7 @@ def run_confirm_rounds(
         active = [arm for arm in context.plan.arms if arm.id in arms]
         seeds = confirm.round_seeds(index)
         log.info("confirm round %d: seeds %s, arms %s", index, list(seeds), arms)
-        if not phases.run_confirm(context, chosen, round_name(index), active, seeds, skip):
+        if not run_confirm(context, chosen, round_name(index), active, seeds, skip):
             return False
         done.append(list(arms))
         if index + 1 < len(confirm.looks):
@@ -46,7 +49,24 @@ def run_confirm_rounds(
     return True
 
 
-def undecided_arms(context: phases.PhaseContext, arms: list[str]) -> list[str]:
+def run_confirm(
+    context: PhaseContext,
+    chosen: dict[str, list[dict[str, Any]]],
+    name: str,
+    arms: list,
+    seeds: tuple[int, ...],
+    skip: frozenset[tuple[str, int]] = frozenset(),
+) -> bool:
+    """One confirm round (a Ray experiment of its own): the given arms on the given seeds."""
+    configs = confirm_configs(context.spec, arms, chosen, seeds, skip)
+    if not configs:
+        return True
+    searcher = PlannedSearcher(context.spec, configs)
+    scheduler = LimitedFIFO(searcher, context.max_concurrent)
+    return run_experiment(context, name, searcher, scheduler, len(configs))
+
+
+def undecided_arms(context: PhaseContext, arms: list[str]) -> list[str]:
     """The arms with at least one primary comparison the sequential rule leaves open."""
     from study import stats  # the statistics stack loads once trials have stopped
 
@@ -78,7 +98,7 @@ def undecided_arms(context: phases.PhaseContext, arms: list[str]) -> list[str]:
 
 
 def _reused(
-    context: phases.PhaseContext, state: dict[str, Any], chosen: dict[str, list[dict]]
+    context: PhaseContext, state: dict[str, Any], chosen: dict[str, list[dict]]
 ) -> frozenset[tuple[str, int]]:
     """With `reuse_explore_seeds`, the (arm, seed) pairs whose explore trial of the chosen
     sample completed: they are not run again, and their MLflow runs are tagged to count as
@@ -86,7 +106,24 @@ def _reused(
     if not context.spec.confirm.reuse_explore_seeds or context.spec.explore is None:
         return frozenset()
     if "reused" not in state:
-        state["reused"] = phases.completed_explore_trials(context, chosen)
-        phases.tag_trial_runs(context, state["reused"], {REUSED_TAG: "true"})
+        state["reused"] = completed_explore_trials(context.spec, chosen, explore_trials(context))
+        tag_trial_runs(context, state["reused"], {REUSED_TAG: "true"})
         context.store.write_state(context.study_dir, state)
     return frozenset((arm, seed) for arm, _, seed in state["reused"])
+
+
+def tag_trial_runs(
+    context: PhaseContext, trials: list[tuple[str, int, int]], tags: dict[str, str]
+) -> None:
+    """Tag the MLflow runs of explore trials given as (arm, sample, seed)."""
+    tracker = StudyTracker(context.tracking_uri, context.spec.name)
+    for arm, sample, seed in trials:
+        runs = tracker.client.search_runs(
+            [tracker.experiment_id],
+            filter_string=f"tags.{STUDY_RUN_ID} = '{context.study_run}' and tags.phase = "
+            f"'{EXPLORE}' and tags.sample = '{sample}' and tags.seed = '{seed}'",
+            max_results=100,
+        )
+        for run in runs:
+            if run.data.tags.get("arm") == arm:
+                tracker.set_tags(run.info.run_id, tags)

@@ -9,6 +9,7 @@ files go through pyarrow's filesystem layer, as Ray's own do.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -18,6 +19,8 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from trainables.errors import UserInputError
+
+log = logging.getLogger(__name__)
 
 STATE_FILE = "study.json"
 
@@ -102,3 +105,22 @@ def drop_checkpoints(fs: pafs.FileSystem, trial_dir: str) -> int:
             )
             fs.delete_dir(info.path)
     return freed
+
+
+def study_folder(
+    store: StudyStore, study: str, profile: str, resume: bool
+) -> tuple[str, dict[str, Any]]:
+    """The folder of this invocation and the study's state: a new folder and a new invocation
+    id, or with `resume` the newest folder of this study and profile and the state saved
+    there (the invocation id in it finds the same MLflow runs again)."""
+    if not resume:
+        return store.new_study_dir(study, profile), {"invocation": uuid.uuid4().hex}
+    latest = store.latest_study_dir(study, profile)
+    state = store.read_state(latest) if latest else None
+    if state is None:
+        raise UserInputError(
+            f"--resume: no earlier run of study {study} (profile {profile}) in {store.root}; "
+            "run it once without --resume"
+        )
+    log.info("resuming %s", store.join(latest))
+    return latest, state

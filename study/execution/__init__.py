@@ -1,0 +1,28 @@
+"""Running a study on Ray: everything between a checked study file and trials in MLflow.
+
+- `runtime`: start or join Ray, refusing an unreachable cluster or unshared storage early;
+- `context`: `PhaseContext`, what every phase of one invocation shares;
+- `phases`: explore, then confirm, skipping what the state file records as done;
+- `rounds`: the confirm phase in rounds, under the declared sequential rule;
+- `tuner`: one Ray Tune experiment, new or restored, and what Tune saved of it;
+- `storage`: the results folder's layout and the study's state file;
+- `storage_guard` and `saved_state`: a full disk stops the study cleanly and leaves what
+  `--resume` reads whole.
+
+Studies saved before this package existed name `StorageGuard` as
+`study.storage_guard.StorageGuard`; `study._moved` keeps the old module names importable.
+"""
+
+from __future__ import annotations
+
+from study.execution.context import PhaseContext
+from study.execution.phases import run_phases
+from study.execution.runtime import check_address, start_tracking_and_ray, stop_ray
+from study.execution.saved_state import SpaceReserve
+from study.execution.storage import StudyStore, study_folder
+from study.execution.storage_guard import is_storage_full, settle_full_storage
+
+__all__ = [
+    "PhaseContext", "SpaceReserve", "StudyStore", "check_address", "is_storage_full",
+    "run_phases", "settle_full_storage", "start_tracking_and_ray", "stop_ray", "study_folder",
+]  # fmt: skip

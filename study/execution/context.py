@@ -1,0 +1,24 @@
+"""What every phase of one study invocation shares: the study, where its results go, and the
+MLflow runs its trials report under. Built once by the CLI, passed to each phase, so no phase
+reads the command line or opens the store again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from study.execution.storage import StudyStore
+from study.plan import StudyPlan
+from study.spec import StudySpec
+
+
+@dataclass
+class PhaseContext:
+    spec: StudySpec
+    plan: StudyPlan
+    store: StudyStore
+    study_dir: str  # inside the store: <study>/<profile>-<time>
+    tracking_uri: str
+    study_run: str  # MLflow run id of this invocation's study run
+    arm_runs: dict[str, str]  # arm id -> MLflow run id
+    max_concurrent: int | None = None
+    reuse_workers: bool = True  # a local Ray keeps a trial's worker for the next trial

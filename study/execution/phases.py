@@ -1,0 +1,45 @@
+"""A study's phases in order: explore, then confirm in rounds; a phase the study's state file
+records as done is not run again, which is what lets `--resume` skip it.
+
+The state file is written after every step, so an interruption at any point resumes inside
+the step that was running, with the samples already chosen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from study.execution.context import PhaseContext
+from study.execution.rounds import run_confirm_rounds
+from study.execution.tuner import explore_trials, run_experiment
+from study.names import CONFIRM, EXPLORE
+from study.search import ArmAwareASHA, ArmSearcher, choose_samples
+
+
+def run_phases(context: PhaseContext, state: dict[str, Any]) -> bool:
+    """Run explore then confirm; True once both are done, False when interrupted."""
+    done = set(state.setdefault("phases_done", []))
+    spec = context.spec
+    if spec.explore is not None and EXPLORE not in done:
+        if not run_explore(context):
+            return False
+        state["phases_done"].append(EXPLORE)
+        context.store.write_state(context.study_dir, state)
+    if spec.confirm is not None and CONFIRM not in done:
+        chosen = state.get("chosen") or choose_samples(
+            spec, context.plan.arms, explore_trials(context)
+        )
+        state["chosen"] = chosen
+        context.store.write_state(context.study_dir, state)
+        if not run_confirm_rounds(context, state, chosen):
+            return False
+        state["phases_done"].append(CONFIRM)
+        context.store.write_state(context.study_dir, state)
+    return True
+
+
+def run_explore(context: PhaseContext) -> bool:
+    searcher = ArmSearcher(context.spec, context.plan.arms)
+    scheduler = ArmAwareASHA(searcher, context.max_concurrent)
+    phase = next(p for p in context.plan.phases if p.name == EXPLORE)
+    return run_experiment(context, EXPLORE, searcher, scheduler, phase.trials)

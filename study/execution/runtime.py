@@ -1,0 +1,103 @@
+"""The Ray runtime a study runs on: refuse an unreachable cluster in seconds, start or join
+Ray, refuse storage the cluster's hosts cannot share, and stop Ray again.
+
+`ray.init` keeps retrying a dead head node for minutes, and a multi-host cluster with a local
+results path would fail only when a trial resumes on another host, so both are checked before
+anything of the study is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from concurrent.futures import ThreadPoolExecutor
+
+import ray
+
+from study.execution.storage import StudyStore, is_uri
+from study.tracking import StudyTracker
+from study.tracking.start import connect_tracking
+from trainables.errors import UserInputError, first_line
+
+log = logging.getLogger(__name__)
+
+
+def check_address(address: str | None, timeout_s: float = 5.0) -> None:
+    """Refuse an unreachable `--address` in seconds, before anything is written: `ray.init`
+    itself keeps retrying a dead head node for minutes before it gives up."""
+    if not address or address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserInputError(f"--address {address}: expected 'auto' or HOST:PORT")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise UserInputError(
+            f"cannot start or reach --address {address}: nothing answers there ({err}); "
+            "is the head node up (ray start --head) and the port open?"
+        ) from err
+
+
+def start_ray(address: str | None, num_cpus: int | None, store: StudyStore) -> None:
+    """Start a local Ray, or join a cluster; refuse local-only storage on several hosts."""
+    if ray.is_initialized():
+        return
+    quiet = {"include_dashboard": False, "logging_level": logging.WARNING}
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(num_cpus=num_cpus, object_store_memory=256 * 1024**2, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        where = f"--address {address}" if address else "a local Ray"
+        raise UserInputError(f"cannot start or reach {where}: {first_line(err)}") from err
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    log.info(
+        "Ray: %d node(s) on %d host(s), resources %s",
+        len(nodes), len({n["NodeManagerAddress"] for n in nodes}), ray.cluster_resources(),
+    )  # fmt: skip
+    problem = storage_problem(nodes, store)
+    if problem:
+        ray.shutdown()
+        raise UserInputError(problem)
+
+
+def stop_ray() -> None:
+    """Stop Ray before the driver's last words on a full disk: its log monitor otherwise goes on
+    printing the workers' buffered lines after them, and the line the user needs is no longer
+    the last."""
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def storage_problem(nodes: list[dict], store: StudyStore) -> str | None:
+    """Checkpoints written on one host must be readable where a trial resumes: a plain local
+    path is only safe when every node is on this one host."""
+    hosts = {n["NodeManagerAddress"] for n in nodes if n.get("Alive")}
+    if len(hosts) <= 1 or is_uri(store.root):
+        return None
+    return (
+        f"the Ray cluster spans {len(hosts)} hosts but --storage {store.root} is a local "
+        "path that the other hosts cannot see; give shared storage as a URI "
+        "(s3://..., gs://..., or file:///path/on/a/shared/filesystem)"
+    )
+
+
+def start_tracking_and_ray(
+    uri: str, study: str, address: str | None, num_cpus: int | None, store: StudyStore
+) -> StudyTracker:
+    """Open the MLflow store (its schema, for a new sqlite file) while Ray starts: seconds
+    each, mostly waiting. A store that cannot be used stops Ray again and is said last."""
+    with ThreadPoolExecutor(1, thread_name_prefix="mlflow") as pool:
+        tracking = pool.submit(connect_tracking, uri, study)
+        try:
+            start_ray(address, num_cpus, store)
+        except UserInputError:
+            tracking.result()  # a tracking error is said first
+            raise
+        try:
+            return tracking.result()
+        except UserInputError:
+            stop_ray()
+            raise

@@ -1,0 +1,155 @@
+"""Run one Ray Tune experiment (a phase, or a confirm round): build its Tuner or restore the
+interrupted one, run it, and tell from what Tune saved whether it finished.
+
+What Tune saved is the truth here, not what it holds in memory after `fit`: `--resume` reads
+the saved state, and a phase counted as done by mistake would delete checkpoints the resume
+needs (see `saved_trials`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import ray
+from ray import tune
+
+from study.execution.context import PhaseContext
+from study.execution.saved_state import check_restorable
+from study.execution.storage import drop_checkpoints
+from study.execution.storage_guard import StorageGuard
+from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
+from study.search import ExploreTrial
+from study.tracking import MlflowTrackingCallback
+from trainables.tune_adapter import train_tagger
+
+log = logging.getLogger(__name__)
+
+LIVE = {"PENDING", "RUNNING"}
+FINISHED = {"TERMINATED", "ERROR"}
+PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
+
+
+def make_tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> tune.Tuner:
+    """A new Tuner for experiment `name`, or the saved one when it exists (`--resume`): Tune
+    then restores the searcher, scheduler and callbacks it pickled, and the ones given here
+    go unused."""
+    spec = context.spec
+    trainable = tune.with_resources(train_tagger, dict(spec.resources))
+    path = context.store.join(context.study_dir, name)
+    if tune.Tuner.can_restore(path):
+        log.info("%s: restoring the Ray experiment at %s", name, path)
+        # Tune would start a damaged phase afresh with its old searcher, and wait forever
+        check_restorable(context.store.fs, context.store.fs_path(context.study_dir, name), name)
+        return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True)
+    callback = MlflowTrackingCallback(
+        context.tracking_uri, spec.name, context.study_run, context.arm_runs, spec.metric.name
+    )
+    return tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            scheduler=scheduler,
+            num_samples=n_trials,
+            # on a local Ray a trial's worker keeps torch/transformers imported for the next
+            # trial: seconds saved on every trial of a laptop study. On a cluster each trial
+            # gets a fresh process: GPU memory is freed between trials, and trials spread over
+            # the nodes instead of queueing on the first warm worker
+            reuse_actors=context.reuse_workers,
+        ),
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=context.store.join(context.study_dir),
+            callbacks=[StorageGuard(), callback],  # the guard first: see its docstring
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            verbose=1,
+        ),
+    )
+
+
+def trials_at_once(
+    resources: Mapping[str, float], cluster: Mapping[str, float], max_concurrent: int | None
+) -> int:
+    """How many of the study's trials the cluster can run side by side (at least 1)."""
+    fits = [int(cluster.get(name.upper(), 0) // need) for name, need in resources.items() if need]
+    n = min(fits, default=1)
+    if max_concurrent:
+        n = min(n, max_concurrent)
+    return max(1, n)
+
+
+@contextmanager
+def _pending_trials(n: int) -> Iterator[None]:
+    """Let Tune start as many trials at once as can run; a value the user set wins."""
+    if PENDING_ENV in os.environ:
+        yield
+        return
+    os.environ[PENDING_ENV] = str(n)
+    try:
+        yield
+    finally:
+        os.environ.pop(PENDING_ENV, None)
+
+
+def run_experiment(context: PhaseContext, name: str, searcher, scheduler, n_trials: int) -> bool:
+    """True when every trial of the experiment reached a terminal state (not interrupted)."""
+    log.info("phase %s: %d trials", name, n_trials)
+    # Tune lets a custom searcher have one trial pending at a time, so the second trial would
+    # start only once the first one's worker is up (~10 s later on 2 cores)
+    at_once = trials_at_once(
+        context.spec.resources, ray.cluster_resources(), context.max_concurrent
+    )
+    with _pending_trials(at_once):
+        results = make_tuner(context, name, searcher, scheduler, n_trials).fit()
+    saved = saved_trials(context.store.join(context.study_dir, name))
+    log.info("phase %s: trial states %s", name, dict(Counter(t.status for t in saved)))
+    stopped_live = any(t.status in LIVE for t in saved)
+    done = results.num_terminated + results.num_errors >= n_trials and not stopped_live
+    _drop_checkpoints(name, [t for t in saved if done or t.status in FINISHED])
+    return done
+
+
+def saved_trials(experiment: str) -> list:
+    """The experiment's trials as Tune saved them last, which is what `--resume` restores.
+
+    Tune's own trials after `fit` can say otherwise. On Ctrl-C it saves the running and
+    starting trials as such, then stops them and marks them TERMINATED in memory only:
+    trusting that would count an interrupted phase as done and delete checkpoints the
+    resume needs. The saved file can lag too, the other way: a paused trial that is then
+    stopped stays PAUSED there (Tune refreshes a trial's saved state only when it has a
+    live worker), so a phase is done when Tune finished every trial in memory and none was
+    saved running or starting."""
+    quiet = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # trials that never reported are fine here
+    try:
+        return tune.ExperimentAnalysis(experiment).trials
+    except ValueError:  # interrupted before Tune saved anything: nothing finished
+        return []
+    finally:
+        quiet.setLevel(level)
+
+
+def explore_trials(context: PhaseContext) -> list[ExploreTrial]:
+    """The explore phase's trials as Tune saved them, as the plain records that confirm
+    selection reads."""
+    return [
+        ExploreTrial(t.config[STUDY_TAGS], t.config[TRIAL_CONFIG], t.last_result or {})
+        for t in saved_trials(context.store.join(context.study_dir, EXPLORE))
+    ]
+
+
+def _drop_checkpoints(phase: str, trials: list) -> None:
+    """Trials that will not run again need no checkpoint: a finished study keeps none."""
+    freed = 0
+    for trial in trials:
+        try:
+            freed += drop_checkpoints(trial.storage.storage_filesystem, trial.path)
+        except OSError as err:  # worth a line, never worth stopping the study
+            log.warning("could not remove the checkpoints of %s: %s", trial.path, err)
+    if freed:
+        log.info("phase %s: removed finished trials' checkpoints (%.1f MB)", phase, freed / 1e6)

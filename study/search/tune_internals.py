@@ -1,0 +1,98 @@
+"""Every use the search package makes of Ray Tune beyond its public Searcher/Scheduler API.
+
+Arm-aware pruning needs three things Tune does not offer publicly: Ray's ASHA judging a
+whole *sample* (several trials) as if it were one trial, a scheduler that looks at and stops
+other trials than the one reporting, and a scheduler that names the metric it follows. Each is
+done here and nowhere else, so a Ray upgrade that changes any of them breaks this module
+only; tests/test_ray_contract.py pins each assumption against the installed Ray and fails,
+naming it, when one no longer holds.
+
+The assumptions:
+- `AsyncHyperBandScheduler.on_trial_add/on_trial_result` read nothing of the trial but its
+  `trial_id` and nothing of the controller, so a stand-in handle and no controller do;
+- its rungs are `grace_period * reduction_factor**k` below `max_t` (`asha_milestones`);
+- `TuneController.get_trials()` lists the experiment's trials and `stop_trial(trial)` stops
+  one (the controller a scheduler is handed is Ray's own class);
+- a trial's `status` is one of `Trial.PENDING/RUNNING/PAUSED/...` and its `config` is the
+  dict the searcher suggested;
+- Tune reads the metric a scheduler follows from its private `_metric` (checking results for
+  it), and `set_search_properties` keeps one that is already set.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
+
+from study.names import STUDY_TAGS
+
+TIME_ATTR = "epoch"  # every trial reports `epoch`; rungs are in epochs
+ASHA_METRIC = "seed_mean"  # what a sample reports to its arm's ASHA
+
+PENDING, RUNNING, PAUSED = Trial.PENDING, Trial.RUNNING, Trial.PAUSED
+
+
+# --- Ray's ASHA, judging samples ----------------------------------------------------------
+@dataclass
+class _SampleHandle:
+    """Stands in for a Tune trial when a whole sample is put before Ray's ASHA."""
+
+    trial_id: str
+
+
+def new_asha(mode: str, max_t: float, grace_period: float, reduction_factor: float):
+    """One arm's ASHA (a single bracket). It never stops at max_t: the last evaluation is the
+    sample's result, not a reason to prune it."""
+    return AsyncHyperBandScheduler(
+        time_attr=TIME_ATTR, metric=ASHA_METRIC, mode=mode, max_t=max_t,
+        grace_period=grace_period, reduction_factor=reduction_factor, stop_last_trials=False,
+    )  # fmt: skip
+
+
+def enter_sample(asha: AsyncHyperBandScheduler, key: str) -> None:
+    """Put a new sample before its arm's ASHA."""
+    asha.on_trial_add(None, _SampleHandle(key))
+
+
+def asha_stops(asha: AsyncHyperBandScheduler, key: str, epoch: float, mean: float) -> bool:
+    """Report a sample's seed-mean at `epoch`; True when ASHA stops the sample there."""
+    decision = asha.on_trial_result(None, _SampleHandle(key), {TIME_ATTR: epoch, ASHA_METRIC: mean})
+    return decision == TrialScheduler.STOP
+
+
+def asha_milestones(grace_period: float, reduction_factor: float, max_t: float) -> list[float]:
+    """The epochs at which Ray's ASHA (one bracket) decides, computed as Ray does rather than
+    read from its private state; tests/test_scheduling.py and tests/test_ray_contract.py pin
+    the two together, so a Ray upgrade that changes the rungs fails there, loudly."""
+    count = int(math.log(max_t / grace_period) / math.log(reduction_factor) + 1)
+    return sorted(grace_period * reduction_factor**k for k in range(max(count, 0)))
+
+
+# --- the controller and its trials, as a scheduler sees them ------------------------------
+def trials_of(tune_controller) -> list:
+    """Every trial of the running experiment, in the order Tune created them."""
+    return tune_controller.get_trials()
+
+
+def stop_trial(tune_controller, trial) -> None:
+    """Stop another trial than the one reporting (a paused seed of a stopped sample)."""
+    tune_controller.stop_trial(trial)
+
+
+def status_of(trial) -> str:
+    return trial.status
+
+
+def study_tags_of(trial) -> dict[str, Any]:
+    """The study's bookkeeping (arm, sample, seed, phase) the searcher put in the config."""
+    return trial.config.get(STUDY_TAGS) or {}
+
+
+def follow_metric(scheduler: TrialScheduler, metric: str, mode: str) -> None:
+    """Name the metric a scheduler follows, as Ray's own schedulers do in their constructor:
+    Tune then checks every result for it, and leaves it alone in `set_search_properties`."""
+    scheduler._metric, scheduler._mode = metric, mode

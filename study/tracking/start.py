@@ -1,0 +1,70 @@
+"""Start tracking one invocation of a study: check the store answers, open it, and open the
+study run and its arm runs with what makes their numbers traceable.
+
+The checks come before Ray starts: MLflow's own client retries an unreachable server for
+minutes, and a bad URI found after the trials started would leave them with nowhere to write.
+The study run carries the plan, the code, model and data fingerprints, the hardware and the
+declared analysis, so a number in MLflow can be traced to what produced it; it is found again
+by the invocation id after a restart, so `--resume` writes under the same runs.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
+from study.names import ANALYSIS_TAG
+from study.plan import StudyPlan
+from study.spec import StudySpec
+from study.tracking.store import StudyTracker
+from trainables.errors import UserInputError, first_line
+
+
+def probe_tracking(uri: str) -> None:
+    """Fail fast with one line when a tracking server does not answer, before Ray starts:
+    MLflow's own client retries an unreachable server for minutes before it gives up."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
+    except (urllib.error.URLError, OSError) as err:
+        raise UserInputError(f"MLflow tracking server {uri} is not reachable: {err}") from err
+
+
+def connect_tracking(uri: str, experiment: str) -> StudyTracker:
+    """Open the tracking store; any error there is the user's URI or server, said in one line."""
+    try:
+        return StudyTracker(uri, experiment)
+    except Exception as err:  # noqa: BLE001 - see the docstring
+        raise UserInputError(
+            f"MLflow tracking URI {uri} cannot be used: {first_line(err)}"
+        ) from err
+
+
+def open_study_runs(
+    tracker: StudyTracker, spec: StudySpec, plan: StudyPlan, state: dict[str, Any]
+) -> tuple[str, dict[str, str]]:
+    """The study run of this invocation (`state["invocation"]`) and one arm run per arm, made
+    or found again; the study run's id is put in `state`."""
+    tags = {
+        "study": spec.name,
+        "profile": state["profile"],
+        "plan": plan.summary(),
+        "code_version": code_version(),
+        "model": spec.model,
+        "model_fingerprint": model_fingerprint(spec.model),
+        "data_fingerprint": data_fingerprint(spec.data),
+        "study_file": str(spec.path),
+        "hardware": hardware(),
+        ANALYSIS_TAG: spec.analysis.to_json(),
+    }
+    if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
+        tags["compare_baseline"] = json.dumps(spec.compare_baseline)
+    name = f"{spec.name}/{state['profile']}"
+    study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
+    arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
+    state.update(study_run=study_run)
+    return study_run, arm_runs

@@ -1,0 +1,95 @@
+"""What the study's search relies on in Ray Tune beyond its public API, checked against the
+installed Ray: each assumption listed in study/search/tune_internals.py has a test here, so a
+Ray upgrade that breaks one fails by name instead of pruning the wrong samples. (The ASHA
+rungs themselves are pinned in tests/test_scheduling.py.)"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from ray.tune.execution.tune_controller import TuneController
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from study.search import LimitedFIFO, PlannedSearcher
+from study.search.tune_internals import (
+    PAUSED,
+    PENDING,
+    RUNNING,
+    asha_stops,
+    enter_sample,
+    follow_metric,
+    new_asha,
+    status_of,
+    study_tags_of,
+)
+from study.spec import load_study
+from tests.study_helpers import write_study
+
+
+@pytest.fixture
+def spec(tmp_path, tiny_model, tiny_corpus):
+    return load_study(str(write_study(tmp_path, str(tiny_model), tiny_corpus)), "default")
+
+
+def test_ray_asha_judges_a_stand_in_handle_without_a_controller():
+    """A sample is put before ASHA as a handle with only `trial_id`, and no controller."""
+    asha = new_asha("max", max_t=4, grace_period=1, reduction_factor=2)
+    enter_sample(asha, "arm#0")
+    enter_sample(asha, "arm#1")
+    assert not asha_stops(asha, "arm#0", 1.0, 0.9)  # the first at a rung sets the bar
+    assert asha_stops(asha, "arm#1", 1.0, 0.1)  # below it: stopped
+    assert not asha_stops(asha, "arm#0", 4.0, 0.9)  # reaching max_t stops nothing by itself
+
+
+def test_ray_asha_minimises_when_told_to():
+    asha = new_asha("min", max_t=4, grace_period=1, reduction_factor=2)
+    for key in ("a", "b"):
+        enter_sample(asha, key)
+    assert not asha_stops(asha, "a", 1.0, 0.2)
+    assert asha_stops(asha, "b", 1.0, 0.9)  # a higher loss than the bar
+
+
+def test_the_controller_lists_and_stops_trials_as_the_schedulers_call_it():
+    """A scheduler is handed Ray's TuneController; ours list its trials and stop a paused
+    one through these two methods."""
+    assert list(inspect.signature(TuneController.get_trials).parameters) == ["self"]
+    assert list(inspect.signature(TuneController.stop_trial).parameters) == ["self", "trial"]
+    called = inspect.signature(FIFOScheduler.choose_trial_to_run).parameters
+    assert list(called) == ["self", "tune_controller"]
+
+
+def test_a_trial_carries_its_status_and_the_suggested_config():
+    tags = {"arm": "depth=3", "sample": 0, "seed": 1, "phase": "explore"}
+    trial = Trial("train_tagger", config={"trial": {"lr": 1e-3}, "study": tags}, stub=True)
+    assert status_of(trial) == PENDING == "PENDING"
+    assert (RUNNING, PAUSED) == ("RUNNING", "PAUSED")
+    assert study_tags_of(trial) == tags
+    assert study_tags_of(Trial("train_tagger", config={}, stub=True)) == {}
+
+
+def test_a_scheduler_that_follows_a_metric_keeps_it():
+    """Tune checks every result for the metric a scheduler names (its `metric`), and leaves a
+    named one alone when the run itself names none."""
+    scheduler = FIFOScheduler()
+    follow_metric(scheduler, "dev_f1", "max")
+    assert scheduler.metric == "dev_f1"
+    assert scheduler.set_search_properties(None, None) is True
+    assert scheduler.metric == "dev_f1"
+    assert scheduler.set_search_properties("dev_loss", "min") is False  # named twice: refused
+
+
+def test_tune_saves_and_restores_a_searcher_through_its_save_and_restore(tmp_path, spec):
+    """What makes a resumed phase continue: Tune's `save_to_dir` / `restore_from_dir` call the
+    searcher's own `save` / `restore`."""
+    configs = [{"trial": {"seed": s}, "study": {"seed": s}} for s in range(3)]
+    searcher = PlannedSearcher(spec, configs)
+    LimitedFIFO(searcher, max_running=2)
+    searcher.suggest("t0")
+    searcher.save_to_dir(str(tmp_path), session_str="s")
+    fresh = PlannedSearcher(spec, [])
+    fresh.restore_from_dir(str(tmp_path))
+    assert fresh.__dict__ == searcher.__dict__
+    assert fresh.suggest("t1") == configs[1]
+    assert TrialScheduler.CONTINUE != TrialScheduler.STOP != TrialScheduler.PAUSE

@@ -3,7 +3,8 @@
 The public names below are what the report and the driver use; each job sits in its own
 module: `_compare` (the figures of a comparison and the verdicts under multiplicity), `_record`
 (the comparison record and its wording), `_pairs` (which arms are compared), `sequential`
-(alpha spending, the decision rule shared by the driver and the report, power), `_aso`
+(the decision rule shared by the driver and the report, with `_spending`: alpha spending
+and the looks' levels, and `_power`: power at every n), `_aso`
 (deepsig's almost stochastic order, vectorised).
 """
 

@@ -38,6 +38,7 @@ from study.spec import StudySpec
 from study.storage import StudyStore, drop_checkpoints, is_uri
 from study.storage_guard import StorageGuard
 from study.tracking import MlflowTrackingCallback, StudyTracker
+from study.tracking.probe import probe_database, probe_server_store, shown_uri
 from trainables.errors import UserInputError, first_line
 from trainables.tune_adapter import train_tagger
 
@@ -62,13 +63,16 @@ class PhaseContext:
 
 def probe_tracking(uri: str) -> None:
     """Fail fast with one line when a tracking server does not answer, before Ray starts:
-    MLflow's own client retries an unreachable server for minutes before it gives up."""
+    MLflow's own client retries an unreachable server for minutes before it gives up. A
+    server that answers, or a database, is then tried for real (see study/tracking/probe.py)."""
     if not uri.startswith(("http://", "https://")):
+        probe_database(uri)
         return
     try:
         urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
     except (urllib.error.URLError, OSError) as err:
         raise UserInputError(f"MLflow tracking server {uri} is not reachable: {err}") from err
+    probe_server_store(uri)
 
 
 def connect_tracking(uri: str, experiment: str) -> StudyTracker:
@@ -77,7 +81,7 @@ def connect_tracking(uri: str, experiment: str) -> StudyTracker:
         return StudyTracker(uri, experiment)
     except Exception as err:  # noqa: BLE001 - see the docstring
         raise UserInputError(
-            f"MLflow tracking URI {uri} cannot be used: {first_line(err)}"
+            f"MLflow tracking URI {shown_uri(uri)} cannot be used: {first_line(err)}"
         ) from err
 
 

@@ -35,6 +35,7 @@ from study.spec import load_study
 from study.storage import StudyStore
 from study.storage_guard import is_storage_full, no_space_reason, storage_context
 from study.tracking import StudyTracker
+from study.tracking.probe import shown_uri
 from study.tracking.summary import confirm_summary
 from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError, joined
@@ -105,16 +106,16 @@ def _run(args: argparse.Namespace) -> int:
     profile = spec.profile or args.profile
     study_dir, state = _study_dir(store, spec.name, profile, args.resume)
     state["profile"] = profile
-    store.check_writable()
-    phases.check_address(args.address)
     uri = tracking_uri(args.tracking_uri)
     phases.probe_tracking(uri)
+    store.check_writable()
+    phases.check_address(args.address)
     log.info("plan: %s", plan.summary())
     log.info(
         "data: %d train / %d dev / %d test sentences, %d labels",
         len(splits.train), len(splits.dev), len(splits.test), len(labels),
     )  # fmt: skip
-    log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
+    log.info("results in %s; MLflow at %s", store.join(study_dir), shown_uri(uri))
 
     tracker = _start_tracking_and_ray(uri, spec.name, args, store)
     _preload_report()

@@ -37,6 +37,7 @@ from study.scheduling import (
 from study.spec import StudySpec
 from study.storage import StudyStore, drop_checkpoints, is_uri
 from study.storage_guard import StorageGuard
+from study.storage_outage import OutageGuard
 from study.tracking import MlflowTrackingCallback, StudyTracker
 from study.tracking.probe import probe_database, probe_server_store, shown_uri
 from trainables.errors import UserInputError, first_line
@@ -174,7 +175,7 @@ def _tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: int)
         run_config=tune.RunConfig(
             name=name,
             storage_path=context.store.join(context.study_dir),
-            callbacks=[StorageGuard(), callback],  # the guard first: see its docstring
+            callbacks=[StorageGuard(), OutageGuard(), callback],  # guards first: see them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             verbose=1,

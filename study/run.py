@@ -34,6 +34,7 @@ from study.saved_state import SpaceReserve, rewrite_from_staging
 from study.spec import load_study
 from study.storage import StudyStore
 from study.storage_guard import is_storage_full, no_space_reason, storage_context
+from study.storage_outage import end_stopped_study, is_storage_unreachable, storage_unreachable
 from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
 from study.tracking.summary import confirm_summary
@@ -138,6 +139,8 @@ def _run(args: argparse.Namespace) -> int:
         reserve.hold()
         finished = _run_phases(context, state)
     except Exception as err:
+        if is_storage_unreachable(err):
+            return storage_unreachable(tracker, context, profile, err)
         if not is_storage_full(err):
             raise
         return _storage_full(tracker, context, profile, err, reserve)
@@ -168,13 +171,8 @@ def _storage_full(
     storage = storage_context(err)
     if storage is not None and not rewrite_from_staging(storage):
         log.warning("the saved state of this phase may not be whole; --resume will say so")
-    try:  # the tracking store may live on the same full disk
-        tracker.set_tags(context.study_run, {"state": "storage_full"})
-        tracker.end_study(context.study_run, context.arm_runs, "KILLED")
-    except Exception as mlflow_err:  # noqa: BLE001 - the line below matters more
-        log.warning("could not mark the study run in MLflow: %s", mlflow_err)
     reason = no_space_reason(err)
-    phases.stop_ray()
+    end_stopped_study(tracker, context, "storage_full")
     print(
         f"error: the study's storage {context.store.root} is full ({reason}); free space "
         f"there, then resume with: python -m study.run {context.spec.name} --profile "

@@ -69,8 +69,9 @@ class S3Server:
         from moto.server import MotoRequestHandler
         from werkzeug.serving import make_server
 
+        quiet = type("QuietHandler", (MotoRequestHandler,), {"log_request": _no_log})
         self._server = make_server(
-            "127.0.0.1", self.port, self._app, threaded=True, request_handler=MotoRequestHandler
+            "127.0.0.1", self.port, self._app, threaded=True, request_handler=quiet
         )
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -111,6 +112,10 @@ class S3Server:
         """The storage URI with the endpoint in its query, as pyarrow documents it."""
         where = f"{bucket}/{path}".rstrip("/")
         return f"s3://{where}?endpoint_override={self.endpoint}&scheme=http"
+
+
+def _no_log(*args, **kwargs) -> None:
+    """Each request would be a line on the test's stderr."""
 
 
 @contextlib.contextmanager

@@ -60,14 +60,21 @@ def _saved_states(s3) -> list[str]:
     return sorted(folders)
 
 
+def _first_trial_done(tmp: Path, storage: str, tiny_model, tiny_corpus):
+    """A small study started on `storage`, read until its first trial finished: (its file, the
+    running driver, its output so far)."""
+    study = write_study(tmp, str(tiny_model), tiny_corpus, **SMALL_STUDY)
+    seen: list[str] = []
+    driver = start_driver(study, tmp, "--storage", storage)
+    assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 1, seen)
+    return study, driver, seen
+
+
 def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
     s3, monkeypatch, tmp_path, tiny_model, tiny_corpus
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=True)
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus, **SMALL_STUDY)
-    first: list[str] = []
-    driver = start_driver(study, tmp_path, "--storage", storage)
-    assert read_until(driver, lambda seen: len(finished_trials(seen)) >= 1, first)
+    study, driver, first = _first_trial_done(tmp_path, storage, tiny_model, tiny_corpus)
     keys = s3.keys(BUCKET)
     assert any("/checkpoint_" in key for key in keys), keys
     (state,) = [key for key in keys if key.endswith("/study.json")]
@@ -91,10 +98,7 @@ def test_storage_going_away_is_one_line_then_a_clean_resume(
     s3, monkeypatch, tmp_path, tiny_model, tiny_corpus
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=False)
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus, **SMALL_STUDY)
-    seen: list[str] = []
-    driver = start_driver(study, tmp_path, "--storage", storage)
-    assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 1, seen)
+    study, driver, seen = _first_trial_done(tmp_path, storage, tiny_model, tiny_corpus)
     s3.stop()
     try:
         seen += driver.stdout.read().splitlines(keepends=True)

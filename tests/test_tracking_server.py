@@ -12,21 +12,9 @@ from pathlib import Path
 import pytest
 
 from study.names import STUDY_RUN_ID
+from tests import study_helpers as studies
 from tests.mlflow_ui import mlflow_ui_server
 from tests.servers import postgres_cluster, postgres_unavailable_reason
-from tests.study_helpers import (
-    REPO,
-    SMALL_STUDY,
-    assert_every_trial_once,
-    finished_trials,
-    metric_steps,
-    read_until,
-    run_study,
-    runs_by_kind,
-    start_driver,
-    study_command,
-    write_study,
-)
 
 pytestmark = [
     pytest.mark.study,
@@ -53,7 +41,7 @@ def server(postgres, tmp_path):
 
 def _small_study(folder: Path, name: str, tiny_model, tiny_corpus) -> Path:
     folder.mkdir()
-    path = write_study(folder, str(tiny_model), tiny_corpus, **SMALL_STUDY)
+    path = studies.write_study(folder, str(tiny_model), tiny_corpus, **studies.SMALL_STUDY)
     return path.rename(folder / f"{name}.yaml")  # the study, and so its experiment, is `name`
 
 
@@ -79,16 +67,17 @@ def test_two_studies_at_once_on_one_server(postgres, server, tmp_path, tiny_mode
     drivers = {}
     for name in names:
         study = _small_study(tmp_path / name, name, tiny_model, tiny_corpus)
-        command = study_command(study, tmp_path / name, "--tracking-uri", server, "--num-cpus", "1")
+        extra = ("--tracking-uri", server, "--num-cpus", "1")
+        command = studies.study_command(study, tmp_path / name, *extra)
         drivers[name] = subprocess.Popen(
-            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            command, cwd=studies.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
     outputs = {name: driver.communicate(timeout=600)[0] for name, driver in drivers.items()}
     for name in names:
         assert drivers[name].returncode == 0, outputs[name][-3000:]
-        assert_every_trial_once(tmp_path / name, 4, experiment=name, uri=server)
-        runs = runs_by_kind(tmp_path, name, server)
+        studies.assert_every_trial_once(tmp_path / name, 4, experiment=name, uri=server)
+        runs = studies.runs_by_kind(tmp_path, name, server)
         (study_run,) = runs["study"]
         assert study_run.data.tags["study"] == name
         for run in runs["arm"] + runs["trial"]:  # nothing from the other study
@@ -96,14 +85,18 @@ def test_two_studies_at_once_on_one_server(postgres, server, tmp_path, tiny_mode
     assert _runs_per_experiment(postgres) == {"study_a": 7, "study_b": 7}  # 1 + 2 arms + 4
 
 
+def _trials_finished(n: int):
+    return lambda lines: len(studies.finished_trials(lines)) >= n
+
+
 def test_study_outlives_a_database_restart(postgres, server, tmp_path, tiny_model, tiny_corpus):
     study = _small_study(tmp_path / "s", "teststudy", tiny_model, tiny_corpus)
     seen: list[str] = []
-    driver = start_driver(study, tmp_path / "s", "--tracking-uri", server)
+    driver = studies.start_driver(study, tmp_path / "s", "--tracking-uri", server)
     try:
-        assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 1, seen)
+        assert studies.read_until(driver, _trials_finished(1), seen)
         postgres.stop()  # the MLflow server stays up; its every request now fails
-        assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 3, seen)
+        assert studies.read_until(driver, _trials_finished(3), seen)
         postgres.start()
         seen += driver.stdout.readlines()
         assert driver.wait(timeout=600) == 0, "".join(seen)[-3000:]
@@ -113,15 +106,15 @@ def test_study_outlives_a_database_restart(postgres, server, tmp_path, tiny_mode
     output = "".join(seen)
     assert "is not answering" in output and "write(s) queued" in output, output[-3000:]
     assert "answers again: queued writes back-filled" in output
-    assert_every_trial_once(tmp_path, 4, uri=server)
-    for run in runs_by_kind(tmp_path, uri=server)["trial"]:  # every evaluation made it
-        assert len(metric_steps(tmp_path, run.info.run_id, "dev_f1", server)) == 4
+    studies.assert_every_trial_once(tmp_path, 4, uri=server)
+    for run in studies.runs_by_kind(tmp_path, uri=server)["trial"]:  # every evaluation made it
+        assert len(studies.metric_steps(tmp_path, run.info.run_id, "dev_f1", server)) == 4
     assert _runs_per_experiment(postgres) == {"teststudy": 7}
 
 
 def _refused(study: Path, tmp: Path, uri: str) -> str:
     """Run the driver against `uri`; its one line, after checking that nothing was written."""
-    done = run_study(study, tmp, "--tracking-uri", uri, timeout=300)
+    done = studies.run_study(study, tmp, "--tracking-uri", uri, timeout=300)
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-3000:]

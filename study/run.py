@@ -105,11 +105,11 @@ def _run(args: argparse.Namespace) -> int:
     splits, labels = load_checked_splits(spec.data)
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
-    study_dir, state = _study_dir(store, spec.name, profile, args.resume)
-    state["profile"] = profile
     uri = tracking_uri(args.tracking_uri)
     phases.probe_tracking(uri)
-    store.check_writable()
+    store.check_writable()  # before it is read: a store that does not answer is one line
+    study_dir, state = _study_dir(store, spec.name, profile, args.resume)
+    state["profile"] = profile
     phases.check_address(args.address)
     log.info("plan: %s", plan.summary())
     log.info(

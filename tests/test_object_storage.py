@@ -6,8 +6,12 @@ bucket that does not exist is refused before anything is written."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import time
 from pathlib import Path
 
+import psutil
 import pyarrow.fs as pafs
 import pytest
 
@@ -60,21 +64,65 @@ def _saved_states(s3) -> list[str]:
     return sorted(folders)
 
 
-def _first_trial_done(tmp: Path, storage: str, tiny_model, tiny_corpus):
-    """A small study started on `storage`, read until its first trial finished: (its file, the
-    running driver, its output so far)."""
+def _first_trial_done(s3, tmp: Path, storage: str, tiny_model, tiny_corpus):
+    """A small study started on `storage`, read until its first trial finished and then held
+    still (see `_hold_trials`): (its file, the running driver, its output so far, the held
+    trial processes)."""
     study = write_study(tmp, str(tiny_model), tiny_corpus, **SMALL_STUDY)
     seen: list[str] = []
     driver = start_driver(study, tmp, "--storage", storage)
     assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 1, seen)
-    return study, driver, seen
+    return study, driver, seen, _hold_trials(driver, s3)
+
+
+def _hold_trials(driver, s3) -> list[psutil.Process]:
+    """Stop the trials' processes (SIGSTOP) and wait until Tune's experiment state in the
+    bucket stops changing, so that it records every checkpoint already taken.
+
+    Tune deletes a trial's previous checkpoint as soon as it registers the next one, and
+    uploads the experiment state that names the new one only afterwards, in the background
+    (Ray 2.60's experiment state manager says as much). A driver that dies between the
+    two leaves a state naming a checkpoint that is gone, and that trial fails on resume. On a
+    local disk that upload takes milliseconds; to a bucket, a good part of the second that a
+    tiny trial takes per evaluation. These tests are about where the state lives, not about
+    that window, so they stop the driver outside it."""
+    held = [proc for proc in psutil.process_iter(["cmdline"]) if _ray_worker(proc, driver.pid)]
+    assert held, "no Ray worker found in the driver's session"
+    for proc in held:
+        with contextlib.suppress(psutil.Error):
+            proc.suspend()
+    last, stable_since, deadline = None, time.time(), time.time() + 60
+    while time.time() < deadline and time.time() - stable_since < 2:
+        now = _state_versions(s3)
+        if now != last:
+            last, stable_since = now, time.time()
+        time.sleep(0.25)
+    return held
+
+
+def _ray_worker(proc: psutil.Process, session: int) -> bool:
+    """A Ray worker (its title starts `ray::`) that the driver of `session` started."""
+    try:
+        title = " ".join(proc.info["cmdline"] or [])
+        return title.startswith("ray::") and os.getsid(proc.pid) == session
+    except OSError:
+        return False
+
+
+def _state_versions(s3) -> dict[str, str]:
+    listing = s3.client().list_objects_v2(Bucket=BUCKET)
+    return {
+        item["Key"]: item["ETag"]
+        for item in listing.get("Contents", [])
+        if Path(item["Key"]).match(STATE_PATTERN)
+    }
 
 
 def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
     s3, monkeypatch, tmp_path, tiny_model, tiny_corpus
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=True)
-    study, driver, first = _first_trial_done(tmp_path, storage, tiny_model, tiny_corpus)
+    study, driver, first, _ = _first_trial_done(s3, tmp_path, storage, tiny_model, tiny_corpus)
     keys = s3.keys(BUCKET)
     assert any("/checkpoint_" in key for key in keys), keys
     (state,) = [key for key in keys if key.endswith("/study.json")]
@@ -98,8 +146,11 @@ def test_storage_going_away_is_one_line_then_a_clean_resume(
     s3, monkeypatch, tmp_path, tiny_model, tiny_corpus
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=False)
-    study, driver, seen = _first_trial_done(tmp_path, storage, tiny_model, tiny_corpus)
+    study, driver, seen, held = _first_trial_done(s3, tmp_path, storage, tiny_model, tiny_corpus)
     s3.stop()
+    for proc in held:  # their next checkpoint finds the storage gone
+        with contextlib.suppress(psutil.Error):
+            proc.resume()
     try:
         seen += driver.stdout.read().splitlines(keepends=True)
         code = driver.wait(timeout=300)

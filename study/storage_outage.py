@@ -6,8 +6,8 @@ needs. So, as for a full disk (study/storage_guard.py), the first trial failure 
 storage cannot be reached stops the whole Tune run before it is recorded anywhere. Tune then
 stops without writing its experiment state again, so what storage holds is the last state
 written whole (an object store replaces an object whole or not at all, and a checkpoint cut
-short is never recorded in it). The driver says so in one line and `--resume` carries on
-from there once the storage answers again.
+short is never recorded in it; docs/cluster.md names the one window Tune leaves). The driver
+says so in one line and `--resume` carries on from there once the storage answers again.
 """
 
 from __future__ import annotations

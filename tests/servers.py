@@ -2,8 +2,9 @@
 
     with s3_server() as s3:                 # moto's S3-compatible server, in this process
         s3.create_bucket("runs"); ...; s3.stop(); ...; s3.start()
-    with postgres_cluster(tmp) as pg:       # a throwaway PostgreSQL cluster
-        with mlflow_ui_server(pg.url("mlflow")) as url: ...
+    with postgres_cluster() as pg:          # a throwaway PostgreSQL cluster
+        url = pg.create_database("mlflow", "tracker", "secret")
+        with mlflow_ui_server(url) as base_url: ...   # tests/mlflow_ui.py
 
 Each yields once its server answers and stops it on exit, however the test ends; ports are
 free ones on loopback, found when the server starts.
@@ -76,6 +77,10 @@ class S3Server:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
@@ -126,7 +131,7 @@ def s3_server() -> Iterator[S3Server]:
         yield server
     finally:
         with contextlib.suppress(OSError):
-            if server._server is None:
+            if not server.running:
                 server.start()  # to drop what the test stored
             server.reset()
         server.stop()

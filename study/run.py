@@ -28,8 +28,10 @@ from study.execution import (
     StudyStore,
     check_address,
     is_storage_full,
+    is_storage_unreachable,
     run_phases,
     settle_full_storage,
+    settle_unreachable_storage,
     start_tracking_and_ray,
     study_folder,
 )
@@ -37,6 +39,7 @@ from study.names import tracking_uri
 from study.plan import StudyPlan, make_plan
 from study.spec import StudySpec, load_study
 from study.tracking import StudyTracker
+from study.tracking.probe import shown_uri
 from study.tracking.start import open_study_runs, probe_tracking
 from study.tracking.summary import confirm_summary
 from trainables.data.sources import load_checked_splits
@@ -47,7 +50,7 @@ log = logging.getLogger("study")
 # exit codes: what a script or a scheduler running the study can act on
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # the study file, a flag or a server: one line says which and why
-EXIT_STORAGE_FULL = 3  # free space, then --resume
+EXIT_STORAGE = 3  # the storage is full or does not answer: fix that, then --resume
 EXIT_INTERRUPTED = 130  # Ctrl-C or a stopped phase; the state is saved, --resume continues
 
 
@@ -134,18 +137,18 @@ def _check_before_writing(
     splits, labels = load_checked_splits(spec.data)
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
-    study_dir, state = study_folder(store, spec.name, profile, args.resume)
-    state["profile"] = profile
-    store.check_writable()
-    check_address(args.address)
     uri = tracking_uri(args.tracking_uri)
     probe_tracking(uri)
+    store.check_writable()  # before it is read: a store that does not answer is one line
+    study_dir, state = study_folder(store, spec.name, profile, args.resume)
+    state["profile"] = profile
+    check_address(args.address)
     log.info("plan: %s", plan.summary())
     log.info(
         "data: %d train / %d dev / %d test sentences, %d labels",
         len(splits.train), len(splits.dev), len(splits.test), len(labels),
     )  # fmt: skip
-    log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
+    log.info("results in %s; MLflow at %s", store.join(study_dir), shown_uri(uri))
     return store, study_dir, state, uri
 
 
@@ -161,15 +164,16 @@ def _run_study(
         reserve.hold()
         finished = run_phases(context, state)
     except Exception as err:
-        if not is_storage_full(err):
+        if is_storage_unreachable(err):
+            reason = settle_unreachable_storage(err, tracker, study_run, context.arm_runs)
+            problem = f"cannot be reached ({reason}); once it answers again, resume"
+        elif is_storage_full(err):
+            reason = settle_full_storage(err, reserve, tracker, study_run, context.arm_runs)
+            problem = f"is full ({reason}); free space there, then resume"
+        else:
             raise
-        reason = settle_full_storage(err, reserve, tracker, study_run, context.arm_runs)
-        print(
-            f"error: the study's storage {store.root} is full ({reason}); free space there, "
-            f"then resume with: {resume}",
-            file=sys.stderr,
-        )
-        return EXIT_STORAGE_FULL
+        print(f"error: the study's storage {store.root} {problem} with: {resume}", file=sys.stderr)
+        return EXIT_STORAGE
     if not finished:
         tracker.set_tags(study_run, {"state": "interrupted"})
         tracker.end_study(study_run, context.arm_runs, "KILLED")

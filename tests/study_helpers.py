@@ -1,15 +1,21 @@
 """Helpers for tests that run whole studies: a study file on the tiny model, the driver as a
-real subprocess, and readers of the MLflow store it wrote."""
+real subprocess (run to its end, or started, read, and killed), and readers of the MLflow store
+it wrote."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import signal
 import subprocess
 import sys
-from collections import defaultdict
+import time
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 from mlflow.tracking import MlflowClient
 
@@ -46,6 +52,15 @@ def write_study(folder: Path, model: str, corpus: dict[str, str], **overrides: A
     return path
 
 
+# 2 arms x 2 seeds, confirm only: 4 trials of 4 evaluations (about 40 s on 2 cores), for tests
+# of what surrounds a study (servers, storage) rather than of its phases
+SMALL_STUDY = {
+    "search": None,
+    "fixed": {"epochs": 4, "batch_size": 16, "max_length": 32, "lr": 3.0e-3},
+    "phases": {"confirm": {"select": [{}], "seeds": 2}},
+}
+
+
 def study_command(study: Path, tmp: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "study.run", str(study), "--profile", "default",
@@ -68,8 +83,11 @@ def run_study(
     )  # fmt: skip
 
 
-def runs_by_kind(tmp: Path, experiment: str = "teststudy") -> dict[str, list]:
-    client = MlflowClient(tracking_uri(tmp))
+def runs_by_kind(
+    tmp: Path, experiment: str = "teststudy", uri: str | None = None
+) -> dict[str, list]:
+    """The experiment's runs by kind, from the study's sqlite store or the server at `uri`."""
+    client = MlflowClient(uri or tracking_uri(tmp))
     exp = client.get_experiment_by_name(experiment)
     runs = client.search_runs([exp.experiment_id], max_results=10000)
     out: dict[str, list] = defaultdict(list)
@@ -78,6 +96,92 @@ def runs_by_kind(tmp: Path, experiment: str = "teststudy") -> dict[str, list]:
     return out
 
 
-def metric_steps(tmp: Path, run_id: str, key: str) -> list[int]:
-    client = MlflowClient(tracking_uri(tmp))
+def metric_steps(tmp: Path, run_id: str, key: str, uri: str | None = None) -> list[int]:
+    client = MlflowClient(uri or tracking_uri(tmp))
     return [m.step for m in client.get_metric_history(run_id, key)]
+
+
+FINISHED = re.compile(
+    r"(trial finished|trial already finished before the restart): "
+    r"\[(\w+)\] arm (\S+) sample (\S+) seed (\S+): "
+)
+
+
+def start_driver(study: Path, tmp: Path, *extra: str) -> subprocess.Popen:
+    """The driver in its own process group, as a terminal runs it (Ctrl-C reaches the group)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        study_command(study, tmp, *extra), cwd=REPO, env=env, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def read_until(driver: subprocess.Popen, done, seen: list[str], timeout: float = 300) -> bool:
+    """Read the driver's output into `seen` until `done(seen)` holds; False on exit or timeout."""
+    deadline = time.time() + timeout
+    for line in driver.stdout:
+        seen.append(line)
+        if done(seen):
+            return True
+        if time.time() > deadline:
+            break
+    return False
+
+
+def finished_trials(
+    lines: list[str], phase: str | None = None, kept: bool = False
+) -> list[tuple[str, ...]]:
+    """(phase, arm, sample, seed) of each trial that finished, or with `kept`, of each trial a
+    restarted driver found already finished."""
+    wanted = "trial already finished before the restart" if kept else "trial finished"
+    keys = [m.groups() for m in map(FINISHED.search, lines) if m and m[1] == wanted]
+    return [k[1:] for k in keys if phase is None or k[1] == phase]
+
+
+def assert_each_trial_ended_once(drivers: list[list[str]], n_trials: int) -> None:
+    """Over the drivers' outputs, in order, every trial ended exactly once and none was trained
+    again. A trial says `trial finished` in one driver and never later. One that ended in the
+    instant before a kill (Tune had saved its final checkpoint, the driver not yet said so) is
+    restored from that checkpoint by the next driver, which only re-reports its result and says
+    `trial already finished before the restart`."""
+    ended: dict[tuple[str, ...], int] = {}
+    for i, lines in enumerate(drivers):
+        for key in finished_trials(lines):
+            assert key not in ended, (
+                f"{key} finished in driver {ended[key] + 1} and again in {i + 1}"
+            )
+            ended[key] = i
+        for key in finished_trials(lines, kept=True):
+            assert i > 0, key  # the first driver restores nothing
+            ended.setdefault(key, i)
+    assert len(ended) == n_trials, sorted(ended)
+
+
+def kill_driver(driver: subprocess.Popen, seen: list[str]) -> None:
+    os.killpg(driver.pid, signal.SIGKILL)
+    seen += driver.stdout.read().splitlines(keepends=True)  # what was already in the pipe
+    driver.wait()
+    kill_session(driver.pid)
+
+
+def kill_session(session: int) -> None:
+    """Whatever the killed driver started that outlived it, and nothing else: `ray stop` would
+    also stop every other Ray on this machine."""
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getsid(proc.pid) == session:
+                proc.kill()
+
+
+def assert_every_trial_once(
+    tmp: Path, n_trials: int, experiment: str = "teststudy", uri: str | None = None
+) -> None:
+    runs = runs_by_kind(tmp, experiment, uri)
+    assert len(runs["study"]) == 1 and len(runs["arm"]) == 2
+    keys = Counter(r.data.tags["trial_key"] for r in runs["trial"])
+    assert len(keys) == n_trials and set(keys.values()) == {1}, keys  # one MLflow run each
+    assert {r.data.tags["status"] for r in runs["trial"]} <= {"completed", "pruned"}
+    for run in runs["trial"]:  # no evaluation logged twice after a restart
+        steps = metric_steps(tmp, run.info.run_id, "dev_f1", uri)
+        assert len(steps) == len(set(steps))
+    assert runs["study"][0].data.tags["state"] == "finished"

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.study_helpers import (
     REPO,
+    assert_each_trial_ended_once,
+    assert_every_trial_once,
+    finished_trials,
+    kill_driver,
     metric_steps,
+    read_until,
     run_study,
     runs_by_kind,
+    start_driver,
     study_command,
     write_study,
 )
@@ -123,120 +125,36 @@ def test_dry_run_prints_the_plan_without_running(tmp_path, tiny_model, tiny_corp
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray_results").exists()
 
 
-FINISHED = re.compile(
-    r"(trial finished|trial already finished before the restart): "
-    r"\[(\w+)\] arm (\S+) sample (\S+) seed (\S+): "
-)
-
-
-def _start_driver(study: Path, tmp: Path, *extra: str) -> subprocess.Popen:
-    """The driver in its own process group, as a terminal runs it (Ctrl-C reaches the group)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        study_command(study, tmp, *extra), cwd=REPO, env=env, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-
-
-def _read_until(driver: subprocess.Popen, done, seen: list[str], timeout: float = 300) -> bool:
-    """Read the driver's output into `seen` until `done(seen)` holds; False on exit or timeout."""
-    deadline = time.time() + timeout
-    for line in driver.stdout:
-        seen.append(line)
-        if done(seen):
-            return True
-        if time.time() > deadline:
-            break
-    return False
-
-
-def _finished(
-    lines: list[str], phase: str | None = None, kept: bool = False
-) -> list[tuple[str, ...]]:
-    """(phase, arm, sample, seed) of each trial that finished, or with `kept`, of each trial a
-    restarted driver found already finished."""
-    wanted = "trial already finished before the restart" if kept else "trial finished"
-    keys = [m.groups() for m in map(FINISHED.search, lines) if m and m[1] == wanted]
-    return [k[1:] for k in keys if phase is None or k[1] == phase]
-
-
-def _assert_each_trial_ended_once(drivers: list[list[str]], n_trials: int) -> None:
-    """Over the drivers' outputs, in order, every trial ended exactly once and none was trained
-    again. A trial says `trial finished` in one driver and never later. One that ended in the
-    instant before a kill (Tune had saved its final checkpoint, the driver not yet said so) is
-    restored from that checkpoint by the next driver, which only re-reports its result and says
-    `trial already finished before the restart`."""
-    ended: dict[tuple[str, ...], int] = {}
-    for i, lines in enumerate(drivers):
-        for key in _finished(lines):
-            assert key not in ended, (
-                f"{key} finished in driver {ended[key] + 1} and again in {i + 1}"
-            )
-            ended[key] = i
-        for key in _finished(lines, kept=True):
-            assert i > 0, key  # the first driver restores nothing
-            ended.setdefault(key, i)
-    assert len(ended) == n_trials, sorted(ended)
-
-
-def _kill(driver: subprocess.Popen, seen: list[str]) -> None:
-    os.killpg(driver.pid, signal.SIGKILL)
-    seen += driver.stdout.read().splitlines(keepends=True)  # what was already in the pipe
-    driver.wait()
-    _kill_session(driver.pid)
-
-
-def _kill_session(session: int) -> None:
-    """Whatever the killed driver started that outlived it, and nothing else: `ray stop` would
-    also stop every other Ray on this machine."""
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, OSError):
-            if os.getsid(proc.pid) == session:
-                proc.kill()
-
-
-def _assert_every_trial_once(tmp: Path, n_trials: int) -> None:
-    runs = runs_by_kind(tmp)
-    assert len(runs["study"]) == 1 and len(runs["arm"]) == 2
-    keys = Counter(r.data.tags["trial_key"] for r in runs["trial"])
-    assert len(keys) == n_trials and set(keys.values()) == {1}, keys  # one MLflow run each
-    assert {r.data.tags["status"] for r in runs["trial"]} <= {"completed", "pruned"}
-    for run in runs["trial"]:  # no evaluation logged twice after a restart
-        steps = metric_steps(tmp, run.info.run_id, "dev_f1")
-        assert len(steps) == len(set(steps))
-    assert runs["study"][0].data.tags["state"] == "finished"
-
-
 def test_resume_after_two_sigkills_finishes_without_reruns_or_duplicates(
     tmp_path, tiny_model, tiny_corpus
 ):
     """12 trials; the driver and its Ray are killed mid-explore, then again mid-confirm."""
     study = write_study(tmp_path, str(tiny_model), tiny_corpus)
     first: list[str] = []
-    driver = _start_driver(study, tmp_path)
-    assert _read_until(driver, lambda seen: len(_finished(seen)) >= 3, first)
-    _kill(driver, first)
-    assert not _finished(first, "confirm")  # the first kill came during explore
+    driver = start_driver(study, tmp_path)
+    assert read_until(driver, lambda seen: len(finished_trials(seen)) >= 3, first)
+    kill_driver(driver, first)
+    assert not finished_trials(first, "confirm")  # the first kill came during explore
 
     second: list[str] = []
-    driver = _start_driver(study, tmp_path, "--resume")
-    assert _read_until(driver, lambda seen: len(_finished(seen, "confirm")) >= 1, second)
-    _kill(driver, second)
+    driver = start_driver(study, tmp_path, "--resume")
+    assert read_until(driver, lambda seen: len(finished_trials(seen, "confirm")) >= 1, second)
+    kill_driver(driver, second)
     assert any("resuming" in line for line in second)
 
     resumed = run_study(study, tmp_path, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     third = resumed.stderr.splitlines()
-    _assert_each_trial_ended_once([first, second, third], 12)
-    assert len(_finished(third, "confirm")) >= 1 and not _finished(third, "explore")
-    _assert_every_trial_once(tmp_path, 12)
+    assert_each_trial_ended_once([first, second, third], 12)
+    assert len(finished_trials(third, "confirm")) >= 1 and not finished_trials(third, "explore")
+    assert_every_trial_once(tmp_path, 12)
 
 
 def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_corpus):
     study = write_study(tmp_path, str(tiny_model), tiny_corpus)
     seen: list[str] = []
-    driver = _start_driver(study, tmp_path)
-    assert _read_until(driver, lambda lines: len(_finished(lines)) >= 2, seen)
+    driver = start_driver(study, tmp_path)
+    assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 2, seen)
     os.killpg(driver.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
     try:
         seen += driver.stdout.read().splitlines(keepends=True)
@@ -255,8 +173,8 @@ def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_co
 
     resumed = run_study(study, tmp_path, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    _assert_each_trial_ended_once([seen, resumed.stderr.splitlines()], 12)
-    _assert_every_trial_once(tmp_path, 12)
+    assert_each_trial_ended_once([seen, resumed.stderr.splitlines()], 12)
+    assert_every_trial_once(tmp_path, 12)
 
 
 def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path, tiny_model, tiny_corpus):
@@ -284,9 +202,9 @@ def test_confirm_rounds_add_seeds_and_survive_a_sigkill(tmp_path, tiny_model, ti
     analysis = {"primary": "dev_loss", "margin": 0.0}
     study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases, analysis=analysis)
     first: list[str] = []
-    driver = _start_driver(study, tmp_path)
-    assert _read_until(driver, lambda seen: "confirm round 1" in "".join(seen[-3:]), first)
-    _kill(driver, first)
+    driver = start_driver(study, tmp_path)
+    assert read_until(driver, lambda seen: "confirm round 1" in "".join(seen[-3:]), first)
+    kill_driver(driver, first)
     assert any("confirm round 0: seeds [2, 3]" in line for line in first)
     assert any("after 2 units: continue" in line for line in first)
 
@@ -295,8 +213,8 @@ def test_confirm_rounds_add_seeds_and_survive_a_sigkill(tmp_path, tiny_model, ti
     second = resumed.stderr.splitlines()
     assert not any("confirm round 0" in line for line in second)
     assert any("confirm round 1: seeds [4, 5]" in line for line in second)
-    _assert_each_trial_ended_once([first, second], 16)
-    _assert_every_trial_once(tmp_path, 16)
+    assert_each_trial_ended_once([first, second], 16)
+    assert_every_trial_once(tmp_path, 16)
     confirm_seeds = {
         r.data.tags["seed"] for r in runs_by_kind(tmp_path)["trial"]
         if r.data.tags["phase"] == "confirm"

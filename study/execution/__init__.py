@@ -7,7 +7,8 @@
 - `tuner`: one Ray Tune experiment, new or restored, and what Tune saved of it;
 - `storage`: the results folder's layout and the study's state file;
 - `storage_guard` and `saved_state`: a full disk stops the study cleanly and leaves what
-  `--resume` reads whole.
+  `--resume` reads whole; `storage_outage`: likewise for object storage that stops answering;
+- `storage_uri`: sub-paths of a storage path or URI (joined on its path, its query kept).
 
 Studies saved before this package existed name `StorageGuard` as
 `study.storage_guard.StorageGuard`; `study._moved` keeps the old module names importable.
@@ -21,8 +22,10 @@ from study.execution.runtime import check_address, start_tracking_and_ray, stop_
 from study.execution.saved_state import SpaceReserve
 from study.execution.storage import StudyStore, study_folder
 from study.execution.storage_guard import is_storage_full, settle_full_storage
+from study.execution.storage_outage import is_storage_unreachable, settle_unreachable_storage
 
 __all__ = [
     "PhaseContext", "SpaceReserve", "StudyStore", "check_address", "is_storage_full",
-    "run_phases", "settle_full_storage", "start_tracking_and_ray", "stop_ray", "study_folder",
+    "is_storage_unreachable", "run_phases", "settle_full_storage", "settle_unreachable_storage",
+    "start_tracking_and_ray", "stop_ray", "study_folder",
 ]  # fmt: skip

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 
+from study.execution.storage_uri import join_storage
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ def rewrite_from_staging(storage) -> bool:
         return False
     try:
         for path in files:
-            pafs.copy_files(str(path), f"{target}/{path.name}", destination_filesystem=fs)
+            pafs.copy_files(str(path), join_storage(target, path.name), destination_filesystem=fs)
     except OSError as err:  # the reserve was not enough: the check on resume will say so
         log.warning("could not write the experiment state again: %s", err)
         return False
@@ -93,7 +94,7 @@ def damaged_state(fs: pafs.FileSystem, experiment: str) -> str | None:
     )
     if not names:
         return None  # nothing saved yet: Tune's own check says so
-    with fs.open_input_stream(f"{experiment}/{names[-1]}") as src:
+    with fs.open_input_stream(join_storage(experiment, names[-1])) as src:
         problem = _damage(src.read())
     return f"{names[-1]}: {problem}" if problem else None
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from study.execution.storage_uri import join_storage
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -42,11 +43,11 @@ class StudyStore:
             raise UserInputError(f"--storage {storage}: {err}") from err
 
     def join(self, *parts: str) -> str:
-        return "/".join([self.root.rstrip("/"), *parts])
+        return join_storage(self.root, *parts)
 
     def fs_path(self, *parts: str) -> str:
         """The path of `parts` inside `self.fs` (no scheme), for pyarrow calls."""
-        return "/".join([self.base.rstrip("/"), *parts])
+        return join_storage(self.base, *parts)
 
     def check_writable(self) -> None:
         """Fail before Ray starts rather than when the first checkpoint is written."""

@@ -37,7 +37,8 @@ def says_no_space(text: str) -> bool:
     return any(marker in text for marker in NO_SPACE)
 
 
-def _chain(err: BaseException | None) -> list[BaseException]:
+def error_chain(err: BaseException | None) -> list[BaseException]:
+    """`err` and what caused it, outermost first (each error once)."""
     out: list[BaseException] = []
     while err is not None and all(err is not e for e in out):
         out.append(err)
@@ -51,18 +52,18 @@ def is_storage_full(err: BaseException | None) -> bool:
         isinstance(e, StorageFull)
         or (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
         or says_no_space(str(e))
-        for e in _chain(err)
+        for e in error_chain(err)
     )
 
 
 def storage_context(err: BaseException | None):
     """The Ray StorageContext a StorageFull in `err`'s chain carries, if any."""
-    return next((e.storage for e in _chain(err) if isinstance(e, StorageFull)), None)
+    return next((e.storage for e in error_chain(err) if isinstance(e, StorageFull)), None)
 
 
 def no_space_reason(err: BaseException) -> str:
     """The one line that says the device is full, out of whatever traceback text carries it."""
-    for e in _chain(err):
+    for e in error_chain(err):
         line = _no_space_line(str(e))
         if line:
             return line
@@ -103,10 +104,18 @@ def settle_full_storage(
     storage = storage_context(err)
     if storage is not None and not rewrite_from_staging(storage):
         log.warning("the saved state of this phase may not be whole; --resume will say so")
-    try:  # the tracking store may live on the same full disk
-        tracker.set_tags(study_run, {"state": "storage_full"})
+    end_stopped_study(tracker, study_run, arm_runs, "storage_full")
+    return no_space_reason(err)
+
+
+def end_stopped_study(
+    tracker: StudyTracker, study_run: str, arm_runs: dict[str, str], state: str
+) -> None:
+    """Mark the study run as stopped by its storage (`state`: full, unreachable), then stop
+    Ray, whose log monitor would otherwise go on printing after the driver's last line."""
+    try:  # the tracking store may be down too, or live on the same full disk
+        tracker.set_tags(study_run, {"state": state})
         tracker.end_study(study_run, arm_runs, "KILLED")
     except Exception as mlflow_err:  # noqa: BLE001 - the driver's own line matters more
         log.warning("could not mark the study run in MLflow: %s", mlflow_err)
     stop_ray()
-    return no_space_reason(err)

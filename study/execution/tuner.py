@@ -21,6 +21,7 @@ from study.execution.context import PhaseContext
 from study.execution.saved_state import check_restorable
 from study.execution.storage import drop_checkpoints
 from study.execution.storage_guard import StorageGuard
+from study.execution.storage_outage import OutageGuard
 from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
 from study.search import ExploreTrial
 from study.tracking import MlflowTrackingCallback
@@ -63,7 +64,7 @@ def make_tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: 
         run_config=tune.RunConfig(
             name=name,
             storage_path=context.store.join(context.study_dir),
-            callbacks=[StorageGuard(), callback],  # the guard first: see its docstring
+            callbacks=[StorageGuard(), OutageGuard(), callback],  # guards first: see them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             verbose=1,

@@ -19,19 +19,23 @@ from study.fingerprint import code_version, data_fingerprint, hardware, model_fi
 from study.names import ANALYSIS_TAG
 from study.plan import StudyPlan
 from study.spec import StudySpec
+from study.tracking.probe import probe_database, probe_server_store, shown_uri
 from study.tracking.store import StudyTracker
 from trainables.errors import UserInputError, first_line
 
 
 def probe_tracking(uri: str) -> None:
     """Fail fast with one line when a tracking server does not answer, before Ray starts:
-    MLflow's own client retries an unreachable server for minutes before it gives up."""
+    MLflow's own client retries an unreachable server for minutes before it gives up. A
+    server that answers, or a database, is then tried for real (see study/tracking/probe.py)."""
     if not uri.startswith(("http://", "https://")):
+        probe_database(uri)
         return
     try:
         urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5).read()
     except (urllib.error.URLError, OSError) as err:
         raise UserInputError(f"MLflow tracking server {uri} is not reachable: {err}") from err
+    probe_server_store(uri)
 
 
 def connect_tracking(uri: str, experiment: str) -> StudyTracker:
@@ -40,7 +44,7 @@ def connect_tracking(uri: str, experiment: str) -> StudyTracker:
         return StudyTracker(uri, experiment)
     except Exception as err:  # noqa: BLE001 - see the docstring
         raise UserInputError(
-            f"MLflow tracking URI {uri} cannot be used: {first_line(err)}"
+            f"MLflow tracking URI {shown_uri(uri)} cannot be used: {first_line(err)}"
         ) from err
 
 

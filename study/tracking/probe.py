@@ -1,0 +1,74 @@
+"""Refuse a tracking store that cannot be used, in seconds and before anything is written.
+
+Two ways a store that looks fine is not, both seen against PostgreSQL:
+- a database URI given as `--tracking-uri` whose database refuses the login: MLflow's own
+  store retries a failed connection ten times over about two minutes, with a warning each time,
+  before it gives up; one connection attempt says the same at once;
+- an MLflow server that answers `/health` (which never touches its database) while its
+  database refuses it: every API request then waits while the server retries the connection,
+  and ends in an HTTP 500 that does not say why. One small request shows it.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
+
+from trainables.errors import UserInputError, first_line
+
+CONNECT_TIMEOUT_S = 10
+
+
+def shown_uri(uri: str) -> str:
+    """The URI as it may be printed or logged: a password in it is replaced by ***."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.password is None:
+        return uri
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+def database_kind(uri: str) -> str | None:
+    """'postgresql', 'mysql', 'mssql' or 'sqlite' for a database URI (a driver may follow a
+    '+'), else None."""
+    kind = urllib.parse.urlsplit(uri).scheme.partition("+")[0]
+    return kind if kind in DATABASE_ENGINES else None
+
+
+def probe_database(uri: str) -> None:
+    """One connection to a database server, no retries (sqlite files are MLflow's to make)."""
+    kind = database_kind(uri)
+    if kind is None or kind == SQLITE:
+        return
+    import sqlalchemy
+
+    timeout = {"connect_timeout": CONNECT_TIMEOUT_S} if kind in ("postgresql", "mysql") else {}
+    try:
+        engine = sqlalchemy.create_engine(uri, connect_args=timeout, poolclass=sqlalchemy.NullPool)
+        with engine.connect():
+            pass
+    except Exception as err:  # noqa: BLE001 - a missing driver, a refused login, no server
+        cause = getattr(err, "orig", None) or err
+        raise UserInputError(
+            f"MLflow tracking URI {shown_uri(uri)} cannot be used: the database says "
+            f"{type(cause).__name__}: {first_line(cause)}"
+        ) from err
+
+
+def probe_server_store(uri: str) -> None:
+    """One API request that reads the server's store (the driver's own MLflow settings apply:
+    its request timeout, no retries, any credentials in the environment)."""
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_TIMEOUT
+    from mlflow.tracking import MlflowClient
+
+    try:
+        MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as err:  # noqa: BLE001 - whatever the server or its store answered
+        reason = first_line(err).split(" Response body:")[0]
+        if "timed out" in reason:  # the server is retrying its database meanwhile
+            reason = f"no answer in {MLFLOW_HTTP_REQUEST_TIMEOUT.get()} s"
+        raise UserInputError(
+            f"MLflow tracking server {uri} answers but cannot use its store ({reason}); "
+            "see the server's log: its database may be down or refuse the login"
+        ) from err

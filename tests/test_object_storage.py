@@ -1,0 +1,196 @@
+"""Studies whose `--storage` is an S3 bucket on a real S3-compatible server (moto's, on
+127.0.0.1), with the endpoint given both ways a cluster user gives it: `AWS_ENDPOINT_URL`, or
+in the URI's query as pyarrow documents it. Checkpoints land in the bucket, a killed driver
+resumes from there, the server going away mid-study is one line and a clean `--resume`, and a
+bucket that does not exist is refused before anything is written."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pyarrow.fs as pafs
+import pytest
+
+from study.execution.saved_state import STATE_PATTERN, damaged_state
+from tests.servers import S3_ENV, s3_server, s3_unavailable_reason
+from tests.study_helpers import (
+    SMALL_STUDY,
+    assert_each_trial_ended_once,
+    assert_every_trial_once,
+    finished_trials,
+    kill_driver,
+    read_until,
+    run_study,
+    runs_by_kind,
+    start_driver,
+    write_study,
+)
+
+pytestmark = [
+    pytest.mark.study,
+    pytest.mark.skipif(s3_unavailable_reason() is not None, reason=str(s3_unavailable_reason())),
+]
+BUCKET = "studies"
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """The server, an empty bucket, and a client environment the driver inherits."""
+    for key, value in S3_ENV.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with s3_server() as server:
+        server.create_bucket(BUCKET)
+        yield server
+
+
+def _storage(s3, monkeypatch, endpoint_in_uri: bool) -> str:
+    if endpoint_in_uri:
+        return s3.uri(BUCKET, "ray")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.url)
+    return f"s3://{BUCKET}/ray"
+
+
+def _saved_states(s3) -> list[str]:
+    """Tune's experiment states in the bucket, each checked to read back whole."""
+    fs = pafs.S3FileSystem(endpoint_override=s3.endpoint, scheme="http", region="us-east-1")
+    folders = {str(Path(key).parent) for key in s3.keys(BUCKET) if Path(key).match(STATE_PATTERN)}
+    for folder in folders:
+        assert damaged_state(fs, f"{BUCKET}/{folder}") is None, folder
+    return sorted(folders)
+
+
+def _first_trial_done(s3, tmp: Path, storage: str, tiny_model, tiny_corpus):
+    """A small study started on `storage`, read until its first trial finished and then held
+    still (see `_hold_trials`): (its file, the running driver, its output so far, the held
+    trial processes)."""
+    study = write_study(tmp, str(tiny_model), tiny_corpus, **SMALL_STUDY)
+    seen: list[str] = []
+    driver = start_driver(study, tmp, "--storage", storage)
+    assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 1, seen)
+    return study, driver, seen, _hold_trials(driver, s3)
+
+
+def _hold_trials(driver, s3) -> list[psutil.Process]:
+    """Stop the trials' processes (SIGSTOP) and wait until Tune's experiment state in the
+    bucket stops changing, so that it records every checkpoint already taken.
+
+    Tune deletes a trial's previous checkpoint as soon as it registers the next one, and
+    uploads the experiment state that names the new one only afterwards, in the background
+    (Ray 2.60's experiment state manager says as much). A driver that dies between the
+    two leaves a state naming a checkpoint that is gone, and that trial fails on resume. On a
+    local disk that upload takes milliseconds; to a bucket, a good part of the second that a
+    tiny trial takes per evaluation. These tests are about where the state lives, not about
+    that window, so they stop the driver outside it."""
+    held = [proc for proc in psutil.process_iter(["cmdline"]) if _ray_worker(proc, driver.pid)]
+    assert held, "no Ray worker found in the driver's session"
+    for proc in held:
+        with contextlib.suppress(psutil.Error):
+            proc.suspend()
+    last, stable_since, deadline = None, time.time(), time.time() + 60
+    while time.time() < deadline and time.time() - stable_since < 2:
+        now = _state_versions(s3)
+        if now != last:
+            last, stable_since = now, time.time()
+        time.sleep(0.25)
+    return held
+
+
+def _ray_worker(proc: psutil.Process, session: int) -> bool:
+    """A Ray worker (its title starts `ray::`) that the driver of `session` started."""
+    try:
+        title = " ".join(proc.info["cmdline"] or [])
+        return title.startswith("ray::") and os.getsid(proc.pid) == session
+    except OSError:
+        return False
+
+
+def _state_versions(s3) -> dict[str, str]:
+    listing = s3.client().list_objects_v2(Bucket=BUCKET)
+    return {
+        item["Key"]: item["ETag"]
+        for item in listing.get("Contents", [])
+        if Path(item["Key"]).match(STATE_PATTERN)
+    }
+
+
+def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
+    s3, monkeypatch, tmp_path, tiny_model, tiny_corpus
+):
+    storage = _storage(s3, monkeypatch, endpoint_in_uri=True)
+    study, driver, first, _ = _first_trial_done(s3, tmp_path, storage, tiny_model, tiny_corpus)
+    keys = s3.keys(BUCKET)
+    assert any("/checkpoint_" in key for key in keys), keys
+    (state,) = [key for key in keys if key.endswith("/study.json")]
+    assert state.startswith("ray/teststudy/default-")
+    kill_driver(driver, first)
+
+    resumed = run_study(study, tmp_path, "--storage", storage, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    study_dir = state.removesuffix("/study.json")  # ray/teststudy/default-...
+    resuming = f"resuming s3://{BUCKET}/{study_dir}?endpoint_override={s3.endpoint}&scheme=http"
+    assert resuming in resumed.stderr  # the sub-path went on the path, the query stayed last
+    assert_each_trial_ended_once([first, resumed.stderr.splitlines()], 4)
+    assert_every_trial_once(tmp_path, 4)
+    assert not (tmp_path / "ray_results").exists()  # all of it went to the bucket
+    keys = s3.keys(BUCKET)
+    assert not [key for key in keys if "/checkpoint_" in key]  # a finished study keeps none
+    assert _saved_states(s3) == [f"{study_dir}/confirm"]
+
+
+def test_storage_going_away_is_one_line_then_a_clean_resume(
+    s3, monkeypatch, tmp_path, tiny_model, tiny_corpus
+):
+    storage = _storage(s3, monkeypatch, endpoint_in_uri=False)
+    study, driver, seen, held = _first_trial_done(s3, tmp_path, storage, tiny_model, tiny_corpus)
+    s3.stop()
+    for proc in held:  # their next checkpoint finds the storage gone
+        with contextlib.suppress(psutil.Error):
+            proc.resume()
+    try:
+        seen += driver.stdout.read().splitlines(keepends=True)
+        code = driver.wait(timeout=300)
+    finally:
+        if driver.poll() is None:
+            kill_driver(driver, seen)
+    output = "".join(seen)
+    assert code == 3, output[-3000:]
+    last = output.strip().splitlines()[-1]
+    assert last.startswith(
+        f"error: the study's storage {storage} cannot be reached (AWS Error NETWORK_CONNECTION"
+    ), last
+    assert last.endswith(
+        "once it answers again, resume with: python -m study.run teststudy --profile default "
+        "--resume"
+    ), last
+    runs = runs_by_kind(tmp_path)
+    assert runs["study"][0].data.tags["state"] == "storage_unreachable"
+    assert "errored" not in {r.data.tags.get("status") for r in runs["trial"]}  # none blamed
+
+    s3.start()
+    assert _saved_states(s3)  # what the bucket holds reads back whole
+    resumed = run_study(study, tmp_path, "--storage", storage, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_each_trial_ended_once([seen, resumed.stderr.splitlines()], 4)
+    assert_every_trial_once(tmp_path, 4)
+
+
+@pytest.mark.parametrize("endpoint_in_uri", [True, False], ids=["in-uri", "from-env"])
+def test_a_missing_bucket_is_one_line_and_writes_nothing(
+    s3, monkeypatch, tmp_path, tiny_model, tiny_corpus, endpoint_in_uri
+):
+    storage = _storage(s3, monkeypatch, endpoint_in_uri).replace(BUCKET, "no-such-bucket")
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus, **SMALL_STUDY)
+    done = run_study(study, tmp_path, "--storage", storage, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith(f"error: --storage {storage} is not writable: "), lines[0]
+    assert "Bucket 'no-such-bucket' not found" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["teststudy.yaml"]  # nothing written
+    buckets = s3.client().list_buckets()["Buckets"]
+    assert [b["Name"] for b in buckets] == [BUCKET] and s3.keys(BUCKET) == []

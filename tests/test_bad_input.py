@@ -19,6 +19,7 @@ import yaml
 from transformers import AutoConfig
 
 from tests.study_helpers import REPO, study_command, write_study
+from tests.tiny import tiny_model_folder
 
 pytestmark = pytest.mark.study
 
@@ -63,7 +64,14 @@ def _edit_case(expected: str, **edits) -> Case:
 def _not_an_encoder(tmp: Path, base: dict):
     folder = tmp / "gpt2"
     AutoConfig.for_model("gpt2", n_layer=2).save_pretrained(folder)
-    return [str(_study_with(tmp, base, model=str(folder)))], "model type 'gpt2'"
+    expected = ["model type 'gpt2' is not supported", "supported: bert, ", "modernbert"]
+    return [str(_study_with(tmp, base, model=str(folder)))], expected
+
+
+def _modernbert_head_outside(tmp: Path, base: dict):
+    model = tiny_model_folder(tmp, "modernbert", layers=3)  # 4 heads, read from config.json
+    study = _study_with(tmp, base, model=str(model), fixed__reinit_heads=[[0, 4]])
+    return [str(study)], "fixed.reinit_heads[0][1]: 4 is not allowed: the model has 4 heads"
 
 
 def _offline_dataset(tmp: Path, base: dict):
@@ -170,6 +178,7 @@ CASES: dict[str, Case] = {
         ["model: ", "no-such-model", "does not exist"],
     ),
     "model not an encoder": _not_an_encoder,
+    "ModernBERT head outside its heads": _modernbert_head_outside,
     "dataset name offline": _offline_dataset,
     "YAML syntax error": _yaml_syntax,
     "unreachable --address": _unreachable_address,

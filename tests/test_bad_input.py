@@ -74,6 +74,14 @@ def _modernbert_head_outside(tmp: Path, base: dict):
     return [str(study)], "fixed.reinit_heads[0][1]: 4 is not allowed: the model has 4 heads"
 
 
+def _label_map_case(rules: dict, expected: str) -> Case:
+    def case(tmp: Path, base: dict):
+        extra = {"other": {"conll": base["data"]["dev"], **rules}}
+        return [str(_study_with(tmp, base, data__extra=extra))], expected
+
+    return case
+
+
 def _offline_dataset(tmp: Path, base: dict):
     source = {"hf": "no-such-user/no-such-ner-dataset", "split": "train"}
     path = _study_with(tmp, base, data__train=source)
@@ -161,6 +169,14 @@ CASES: dict[str, Case] = {
         "phases.confirm.seeds: [1, 2] is not allowed: seeds [1] also ran in explore",
         phases__explore__seeds=[0, 1],
         phases__confirm__seeds=[1, 2],
+    ),
+    "tag_map target not in training": _label_map_case(
+        {"tag_map": {"PER": "PERSON"}},
+        "data.extra.other.tag_map.PER: 'PERSON' is not allowed: training has the types LOC, "
+        "ORG, PER; did you mean 'PER'?",
+    ),
+    "unseen another value": _label_map_case(
+        {"unseen": "drop"}, "data.extra.other.unseen: 'drop' is not allowed: one of error, as_o"
     ),
     "reinit k out of range": _edit_case(
         "fixed.reinit_from: 4 is not allowed: the model has 3 layers", fixed__reinit_from=4

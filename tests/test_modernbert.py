@@ -21,7 +21,7 @@ from tokenizers import pre_tokenizers
 from torch import nn
 
 from tests.study_helpers import REPO
-from tests.tiny import HEADS, HIDDEN, sample_batch, tiny_encoder, tiny_model_folder
+from tests.tiny import HEADS, HIDDEN, sample_batch, tiny_config, tiny_encoder, tiny_model_folder
 from trainables import surgery
 from trainables.tagger import build_tagger, load_encoder
 
@@ -192,3 +192,14 @@ def test_a_probe_trial_leaves_every_layer_where_it_was(modernbert_trial, tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert set(per_layer(final, "l2_sum")) == {0.0}
     assert per_layer(final, "cka") == pytest.approx([1.0] * 5, abs=1e-6)
+
+
+def test_an_unsupported_family_is_refused_before_weights_load(modernbert_trial, tmp_path):
+    folder = tmp_path / "gpt2"
+    tiny_config("gpt2", layers=2).save_pretrained(folder)  # a config and no weights to load
+    done, _ = run_trial(tmp_path, modernbert_trial | {"model": str(folder)})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: model type 'gpt2' is not supported for layer surgery; supported: bert, "
+        "roberta, xlm-roberta, electra, deberta-v2, distilbert, modernbert"
+    )

@@ -13,6 +13,12 @@ from study.report.text import frame_table
 
 NAME = "label_maps"
 COUNTS = ("entities", "entities_mapped", "entities_dropped")  # `<set>_<count>` trial metrics
+INTRO = (
+    "Label maps of the evaluation sets: each set's entity types were renamed onto training's "
+    "by its `tag_map`, and with `unseen: as_o` gold entities of types training never shows "
+    "were made O, so its F1 above is computed on the scored entities only (a prediction on a "
+    "dropped entity counts against precision)."
+)
 
 
 def label_map_table(record: StudyRecord) -> pd.DataFrame:
@@ -44,15 +50,8 @@ def _tables(record: StudyRecord) -> Tables:
 
 
 def _markdown(record: StudyRecord, tables: Tables) -> str:
-    if NAME not in tables:
-        return ""
-    return (
-        "Label maps of the evaluation sets: each set's entity types were renamed onto "
-        "training's by its `tag_map`, and with `unseen: as_o` gold entities of types training "
-        "never shows were made O, so its F1 above is computed on the scored entities only "
-        "(a prediction on a dropped entity counts against precision).\n\n"
-        + frame_table(tables[NAME])
-    )
+    table = tables.get(NAME)
+    return "" if table is None else f"{INTRO}\n\n{frame_table(table)}"
 
 
 SECTION = Section(

@@ -38,6 +38,16 @@ def synthetic_sentences(n: int, seed: int) -> list[list[tuple[str, str]]]:
     return out
 
 
+# the synthetic types as another corpus names them: a label map renames two, and drops ORG's
+OTHER_DOMAIN = {"PER": "person", "LOC": "place", "ORG": "company"}
+OTHER_DOMAIN_MAP = {"person": "PER", "place": "LOC"}
+
+
+def other_domain(sentences: list[list[tuple[str, str]]]) -> list[list[tuple[str, str]]]:
+    rename = {f"{p}-{a}": f"{p}-{b}" for a, b in OTHER_DOMAIN.items() for p in "BI"}
+    return [[(word, rename.get(tag, tag)) for word, tag in s] for s in sentences]
+
+
 def write_conll(path: Path, sentences: list[list[tuple[str, str]]]) -> Path:
     path.write_text("\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n")
     return path
@@ -79,8 +89,15 @@ def finished_study(tmp_path_factory, tiny_model, tiny_corpus):
     """One whole study on a real Ray and MLflow store (about a minute), shared by the study,
     report and MLflow-UI tests: (its folder, the finished driver process)."""
     tmp = tmp_path_factory.mktemp("study")
-    # an extra eval set (zero-shot transfer): every trial scores it at the end
-    data = {**tiny_corpus, "extra": {"shifted": {"conll": tiny_corpus["dev"]}}}
+    # extra eval sets (zero-shot transfer), scored by every trial at the end; `renamed` names
+    # its types as another corpus does and comes with a label map
+    renamed = write_conll(tmp / "renamed.txt", other_domain(synthetic_sentences(24, 4)))
+    label_map = {"tag_map": OTHER_DOMAIN_MAP, "unseen": "as_o"}
+    extra = {
+        "shifted": {"conll": tiny_corpus["dev"]},
+        "renamed": {"conll": str(renamed), **label_map},
+    }
+    data = {**tiny_corpus, "extra": extra}
     # the tiny random model's F1 is ~0: its dev loss is what differs between arms
     analysis = {"primary": "dev_loss", "margin": 0.01}
     study = write_study(tmp, str(tiny_model), tiny_corpus, data=data, analysis=analysis)

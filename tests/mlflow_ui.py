@@ -69,6 +69,12 @@ DEFAULT_FACETS = {
 }
 UI_STATE_KEY = 'MLflowLocalStorage-1.1-ExperimentPage-["{experiment_id}"]-ReactComponentState'
 RUN_NAME_COLUMN = "attributes.`Run Name`"
+# the assistant panel opens itself on a first visit and covers the page
+ASSISTANT_SHUT = (
+    "localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false');",
+    "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');",
+)
+LOOPBACK = ("http://127.0.0.1", "http://localhost", "http://[::1]")
 NAME_ORDER_KEY = "tags.`mlflow.runName`"
 
 
@@ -97,6 +103,20 @@ def browser_unavailable_reason() -> str | None:
     if chromium_path() is None:
         return "no chromium browser (apt-get install -y chromium, or set MLFLOW_UI_CHROMIUM)"
     return None
+
+
+def loopback_page(browser, viewport: dict, init: Sequence[str] = ASSISTANT_SHUT):
+    """A new page that reaches only loopback (every other request is aborted) and runs the
+    `init` scripts before each document loads."""
+    context = browser.new_context(viewport=viewport)
+    context.route(
+        "**/*",
+        lambda route: (
+            route.continue_() if route.request.url.startswith(LOOPBACK) else route.abort()
+        ),
+    )
+    context.add_init_script("\n".join(init))
+    return context.new_page()
 
 
 def _free_port(host: str) -> int:
@@ -380,11 +400,7 @@ def capture_runs_table(
         "runsExpanded": {r["info"]["run_id"]: True for r in parents},
         "autoRefreshEnabled": False,
     }
-    init = [
-        # the assistant panel opens itself on a first visit and covers the table
-        "localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false');",
-        "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');",
-    ]
+    init = list(ASSISTANT_SHUT)
     if seed_ui_state:
         key = UI_STATE_KEY.format(experiment_id=experiment_id)
         init.append(
@@ -398,22 +414,13 @@ def capture_runs_table(
         "width": width or 1600 + 130 * len(metrics),
         "height": min(max(900, 420 + 34 * rows), 6000),
     }
-    loopback = ("http://127.0.0.1", "http://localhost", "http://[::1]")
 
     screenshot_path = Path(screenshot_path)
     screenshot_path.parent.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
         try:
-            context = browser.new_context(viewport=viewport)
-            context.route(
-                "**/*",
-                lambda route: (
-                    route.continue_() if route.request.url.startswith(loopback) else route.abort()
-                ),
-            )
-            context.add_init_script("\n".join(init))
-            page = context.new_page()
+            page = loopback_page(browser, viewport, init)
             page.goto(url)
             page.wait_for_selector(".ag-row", timeout=timeout_s * 1000)
             missing_names, missing_metrics = _wait_for(

@@ -19,6 +19,7 @@ import yaml
 from transformers import AutoConfig
 
 from tests.study_helpers import REPO, study_command, write_study
+from tests.tiny import tiny_model_folder
 
 pytestmark = pytest.mark.study
 
@@ -63,7 +64,22 @@ def _edit_case(expected: str, **edits) -> Case:
 def _not_an_encoder(tmp: Path, base: dict):
     folder = tmp / "gpt2"
     AutoConfig.for_model("gpt2", n_layer=2).save_pretrained(folder)
-    return [str(_study_with(tmp, base, model=str(folder)))], "model type 'gpt2'"
+    expected = ["model type 'gpt2' is not supported", "supported: bert, ", "modernbert"]
+    return [str(_study_with(tmp, base, model=str(folder)))], expected
+
+
+def _modernbert_head_outside(tmp: Path, base: dict):
+    model = tiny_model_folder(tmp, "modernbert", layers=3)  # 4 heads, read from config.json
+    study = _study_with(tmp, base, model=str(model), fixed__reinit_heads=[[0, 4]])
+    return [str(study)], "fixed.reinit_heads[0][1]: 4 is not allowed: the model has 4 heads"
+
+
+def _label_map_case(rules: dict, expected: str) -> Case:
+    def case(tmp: Path, base: dict):
+        extra = {"other": {"conll": base["data"]["dev"], **rules}}
+        return [str(_study_with(tmp, base, data__extra=extra))], expected
+
+    return case
 
 
 def _offline_dataset(tmp: Path, base: dict):
@@ -154,6 +170,14 @@ CASES: dict[str, Case] = {
         phases__explore__seeds=[0, 1],
         phases__confirm__seeds=[1, 2],
     ),
+    "tag_map target not in training": _label_map_case(
+        {"tag_map": {"PER": "PERSON"}},
+        "data.extra.other.tag_map.PER: 'PERSON' is not allowed: training has the types LOC, "
+        "ORG, PER; did you mean 'PER'?",
+    ),
+    "unseen another value": _label_map_case(
+        {"unseen": "drop"}, "data.extra.other.unseen: 'drop' is not allowed: one of error, as_o"
+    ),
     "reinit k out of range": _edit_case(
         "fixed.reinit_from: 4 is not allowed: the model has 3 layers", fixed__reinit_from=4
     ),
@@ -170,6 +194,7 @@ CASES: dict[str, Case] = {
         ["model: ", "no-such-model", "does not exist"],
     ),
     "model not an encoder": _not_an_encoder,
+    "ModernBERT head outside its heads": _modernbert_head_outside,
     "dataset name offline": _offline_dataset,
     "YAML syntax error": _yaml_syntax,
     "unreachable --address": _unreachable_address,

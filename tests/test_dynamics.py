@@ -16,10 +16,16 @@ LAYERS = 4
 PRETRAINED_INIT = 0.2
 PAD_ID = 0
 LN2 = math.log(2)
+# ModernBERT's pre-norm blocks add to a residual stream that carries the states below forward,
+# so a re-drawn block (near the identity at std 0.02) moves the states less than a post-norm
+# block does: its "pretrained" blocks get larger weights, and the states a looser bound.
+PRETRAINED_INITS = {"modernbert": 0.5}
+MOVED_CKA_BELOW = {"modernbert": 0.9}
 
 
 def pretrained(model_type: str = "bert", layers: int = LAYERS) -> torch.nn.Module:
-    return tiny_encoder(model_type, layers, initializer_range=PRETRAINED_INIT)
+    init = PRETRAINED_INITS.get(model_type, PRETRAINED_INIT)
+    return tiny_encoder(model_type, layers, initializer_range=init)
 
 
 def reinitialised(reference: torch.nn.Module, k: int) -> torch.nn.Module:
@@ -75,12 +81,12 @@ def test_reinitialised_blocks_move_far_and_blocks_below_do_not(model_type):
     assert all(0.0 < js <= LN2 for js in result["attn_js"][k:])
     # hidden state i is block i-1's output: states 0..k are untouched by blocks k and above
     assert result["cka"][: k + 1] == pytest.approx([1.0] * (k + 1), abs=1e-9)
-    assert all(c < 0.8 for c in result["cka"][k + 1 :])
+    assert all(c < MOVED_CKA_BELOW.get(model_type, 0.8) for c in result["cka"][k + 1 :])
     assert result["svcca"][: k + 1] == pytest.approx([0.0] * (k + 1), abs=1e-9)
     assert all(d > 0.1 for d in result["svcca"][k + 1 :])
 
 
-@pytest.mark.parametrize("model_type", ["bert", "deberta-v2"])
+@pytest.mark.parametrize("model_type", ["bert", "deberta-v2", "modernbert"])
 def test_padding_changes_nothing(model_type):
     reference = pretrained(model_type)
     encoder = reinitialised(reference, 1)
@@ -103,7 +109,7 @@ def test_padding_changes_nothing(model_type):
         assert result[key] == pytest.approx(values, rel=1e-4, abs=1e-6), key
 
 
-@pytest.mark.parametrize("model_type", ["bert", "distilbert", "deberta-v2"])
+@pytest.mark.parametrize("model_type", ["bert", "distilbert", "deberta-v2", "modernbert"])
 def test_truncated_encoder_compares_only_its_blocks(model_type):
     reference = pretrained(model_type)
     encoder = copy.deepcopy(reference)
@@ -143,6 +149,8 @@ def test_modes_and_attention_implementation_are_restored():
     assert not reference.training
     assert encoder.config._attn_implementation == implementation
     assert reference.config._attn_implementation == implementation
+    # each block's own output was measured; the model's outputs are as they were
+    assert not hasattr(encoder.config, "tie_last_hidden_states")
     # dropout was off while measuring, so a second call agrees exactly
     assert dynamics.layer_dynamics(encoder, reference, batches()) == first
 

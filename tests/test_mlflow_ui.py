@@ -1,14 +1,18 @@
-"""The MLflow UI, in a real headless browser, shows a study's arm runs and their summaries.
+"""The MLflow UI, in a real headless browser, shows a study's arm runs and their summaries,
+and renders its report.
 
 The store a real (tiny-model) study and its report filled is served by `mlflow server` on
 loopback; the runs table is screenshotted (tmp_path/runs.png) and its text checked against
-the arm runs' metrics. Skipped, with the reason, without chromium or playwright.
+the arm runs' metrics; the study run's `report/report.html` is opened in the artifact view
+and what its frame shows is checked against the report's Markdown. Skipped, with the reason,
+without chromium or playwright.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests.mlflow_artifact_view import capture_html_artifact
 from tests.mlflow_ui import (
     SUMMARY_METRICS,
     browser_unavailable_reason,
@@ -54,3 +58,27 @@ def test_runs_table_shows_arm_summary_runs_and_metrics(finished_study, tmp_path)
             assert float(rows[arm][metric]) == pytest.approx(metrics[metric], abs=1e-3), text
     assert float(rows["depth=2"][cmp]) == pytest.approx(arms["depth=2"][cmp], abs=1e-3), text
     assert not any("seed" in name for name in rows), text  # trial runs stay folded
+
+
+def test_the_report_renders_as_a_page_in_the_artifact_view(finished_study, tmp_path):
+    reason = browser_unavailable_reason()
+    if reason:
+        pytest.skip(f"no headless browser for the MLflow UI check: {reason}")
+    study, _ = finished_study
+    run = runs_by_kind(study)["study"][0].info
+    page = (study / "reports" / "teststudy" / "README.md").read_text()
+    shot = tmp_path / "report_html.png"
+    with mlflow_ui_server(tracking_uri(study), workdir=tmp_path / "server") as base_url:
+        view = capture_html_artifact(
+            base_url, run.experiment_id, run.run_id, "report/report.html", shot
+        )
+
+    assert shot.stat().st_size > 10_000, "screenshot missing or blank"
+    assert view.text.startswith("Study report: teststudy (profile default)"), view.text[:300]
+    for heading in ("Declared analysis", "What the data show", "Per-arm results",
+                    "Extra evaluation sets (zero-shot transfer)", "Plots"):  # fmt: skip
+        assert f"\n{heading}" in view.text, heading
+    # rendered, not shown as source: each Markdown table a table, each figure a picture
+    assert view.tables == page.count("\n|---") > 3
+    assert view.images == page.count("![") == view.drawn > 3
+    assert "|---|" not in view.text and "![" not in view.text and "**" not in view.text

@@ -16,8 +16,9 @@ from study.report import plots
 from tests.study_helpers import REPO, runs_by_kind, tracking_uri
 
 pytestmark = pytest.mark.study
-FILES = ["README.md", "trials.csv", "arms.csv", "comparisons.csv", "learning_curves.csv",
-         "lr_vs_f1.png", "learning_curves.png", "seeds.png"]  # fmt: skip
+FILES = ["README.md", "report.html", "trials.csv", "arms.csv", "comparisons.csv",
+         "learning_curves.csv", "lr_vs_f1.png", "learning_curves.png", "seeds.png",
+         "label_maps.csv"]  # fmt: skip
 FAST_ASO = {"num_samples": 100, "num_bootstrap_iterations": 100}
 
 
@@ -57,13 +58,40 @@ def test_extra_eval_sets_are_tabulated_per_arm(finished_study):
     folder = tmp / "reports" / "teststudy"
     text = (folder / "README.md").read_text()
     section = text.split("## Extra evaluation sets (zero-shot transfer)")[1].split("## ")[0]
-    assert "| arm | shifted F1 |" in section
+    assert "| arm | renamed F1 | shifted F1 |" in section
     assert "`depth=3`" in section and "`depth=2`" in section
     arms = pd.read_csv(folder / "arms.csv").set_index("arm")
     runs = runs_by_kind(tmp)
     for arm in ("depth=3", "depth=2"):
         values = _confirm_values(runs, arm, "shifted_f1")
         assert arms.loc[arm, "shifted_f1_mean"] == pytest.approx(statistics.fmean(values.values()))
+
+
+def test_label_maps_say_what_each_cross_domain_score_was_computed_on(finished_study):
+    tmp, _ = finished_study
+    text = (tmp / "reports" / "teststudy" / "README.md").read_text()
+    section = text.split("## Extra evaluation sets (zero-shot transfer)")[1].split("\n## ")[0]
+    completed = [r for r in runs_by_kind(tmp)["trial"] if r.data.tags["status"] == "completed"]
+    names = ("renamed_entities", "renamed_entities_mapped", "renamed_entities_dropped")
+    counts = {tuple(r.data.metrics[n] for n in names) for r in completed}
+    assert len(counts) == 1  # facts of the data: every trial reports the same
+    entities, mapped, dropped = (int(v) for v in counts.pop())
+    assert mapped > 0 and dropped > 0 and mapped + dropped == entities
+    scored = f"{entities - dropped} ({(entities - dropped) / entities:.0%})"
+    assert f"| renamed | {entities} | {mapped} | {dropped} | {scored} |" in section
+    assert "| shifted |" not in section  # a set without a label map has no row
+    assert not any("shifted_entities" in r.data.metrics for r in completed)
+
+
+def test_the_html_page_is_the_markdown_page_with_its_figures_inside(finished_study):
+    tmp, _ = finished_study
+    folder = tmp / "reports" / "teststudy"
+    text, page = (folder / "README.md").read_text(), (folder / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<h1>Study report: <code>teststudy</code>" in page
+    assert page.count("<table>") == text.count("\n|---") > 3
+    figures = text.count("![")
+    assert page.count('<img src="data:image/png;base64,') == figures > 3
+    assert page.count("src=") == figures  # no link to a file the artifact view cannot load
 
 
 def test_arm_runs_carry_summaries_that_trace_back_to_trial_runs(finished_study):

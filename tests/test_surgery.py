@@ -3,7 +3,7 @@ import torch
 from torch import nn
 
 from tests.tiny import HEADS, HIDDEN, MODEL_TYPES, sample_batch, tiny_config, tiny_encoder
-from trainables import surgery
+from trainables import layouts, surgery
 from trainables.errors import ModelError
 
 STD = 0.02
@@ -18,8 +18,7 @@ def snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def block_prefix(model_type: str, index: int) -> str:
-    owner = "transformer" if model_type == "distilbert" else "encoder"
-    return f"{owner}.layer.{index}."
+    return ".".join(layouts.layout_of(model_type).blocks) + f".{index}."
 
 
 def hidden_states(model: nn.Module, **kwargs: object) -> object:
@@ -36,10 +35,14 @@ def test_blocks_and_projections_found_for_every_family(model_type):
     model = tiny_encoder(model_type, layers=3)
     assert surgery.num_blocks(model) == 3
     for block in surgery.encoder_blocks(model):
-        projections = surgery.attention_projections(block, model_type)
-        assert len(projections) == 4
-        assert all(isinstance(p, nn.Linear) for p in projections)
-        assert len({id(p) for p in projections}) == 4
+        *qkv, out = surgery.attention_parts(block, model_type)
+        assert isinstance(out, nn.Linear)
+        assert all(part.weight.shape == (HIDDEN, HIDDEN) for part in qkv)
+        if layouts.layout_of(model_type).fused_qkv:  # one Linear, its thirds in order
+            assert len({id(part.linear) for part in qkv}) == 1
+            assert [part.rows.start for part in qkv] == [0, HIDDEN, 2 * HIDDEN]
+        else:
+            assert len({id(part.linear) for part in qkv} | {id(out)}) == 4
 
 
 def test_unsupported_model_type_names_type_and_supported_ones():
@@ -54,16 +57,33 @@ def test_unsupported_model_type_names_type_and_supported_ones():
 # --- truncate -----------------------------------------------------------------------------
 
 
+def block_outputs(model: nn.Module) -> tuple[torch.Tensor, ...]:
+    """Embeddings, then each block's own output (transformers 5 would put the encoder's
+    final-normed output in place of the top block's)."""
+    model.config.tie_last_hidden_states = False
+    return hidden_states(model, output_hidden_states=True).hidden_states
+
+
+def after_blocks(model: nn.Module, state: torch.Tensor) -> torch.Tensor:
+    """What the family applies to the top block's output (ModernBERT: its final norm)."""
+    with torch.no_grad():
+        for path in layouts.layout_of(surgery.encoder_family(model)).after_blocks:
+            state = model.get_submodule(path)(state)
+    return state
+
+
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_truncation_equals_full_hidden_state_at_every_depth(model_type):
     layers = 4
-    full = hidden_states(tiny_encoder(model_type, layers), output_hidden_states=True)
+    full = tiny_encoder(model_type, layers)
+    states = block_outputs(full)
     for depth in range(1, layers + 1):
         model = tiny_encoder(model_type, layers)
         surgery.truncate(model, depth)
         out = hidden_states(model).last_hidden_state
         assert surgery.num_blocks(model) == depth
-        torch.testing.assert_close(out, full.hidden_states[depth], rtol=0, atol=1e-6)
+        expected = after_blocks(full, states[depth])
+        torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
 
 
 def test_truncation_exact_for_deberta_with_conv_and_position_projections():
@@ -141,7 +161,7 @@ def test_reinit_from_draws_truncated_normal_and_resets_norms(model_type):
                     assert torch.count_nonzero(module.bias) == 0
             elif surgery.is_layer_norm(module):
                 assert torch.all(module.weight == 1)
-                assert torch.all(module.bias == 0)
+                assert module.bias is None or torch.all(module.bias == 0)
 
 
 def test_reinit_weight_statistics_on_a_large_layer():
@@ -220,33 +240,35 @@ def test_reinit_after_truncate_uses_new_depth():
 # --- reinit_heads -------------------------------------------------------------------------
 
 
-def projection_names(model_type: str, layer: int) -> dict[str, str]:
-    model = tiny_encoder(model_type, 1)
-    block = surgery.encoder_blocks(model)[0]
-    names = {id(m): n for n, m in block.named_modules()}
-    q, k, v, out = (names[id(m)] for m in surgery.attention_projections(block, model_type))
-    prefix = block_prefix(model_type, layer)
-    return {"q": prefix + q, "k": prefix + k, "v": prefix + v, "out": prefix + out}
-
-
 def expected_head_changes(model_type: str, layer: int, head: int) -> dict[str, torch.Tensor]:
-    """Boolean masks of the entries that a head re-draw may change, by parameter name."""
+    """Boolean masks of the entries that a head re-draw may change, by parameter name, written
+    from the families' layouts rather than from surgery: Q, K and V are their own Linears, or
+    the thirds of one fused QKV Linear (ModernBERT), each head d = HIDDEN / HEADS rows."""
     d = HIDDEN // HEADS
-    rows = torch.zeros(HIDDEN, dtype=torch.bool)
-    rows[head * d : (head + 1) * d] = True
-    names = projection_names(model_type, layer)
-    masks = {}
-    for key in ("q", "k", "v"):
-        masks[names[key] + ".weight"] = rows[:, None].expand(HIDDEN, HIDDEN)
-        masks[names[key] + ".bias"] = rows
-    masks[names["out"] + ".weight"] = rows[None, :].expand(HIDDEN, HIDDEN)
+    layout = layouts.layout_of(model_type)
+    prefix = block_prefix(model_type, layer)
+    size = 3 * HIDDEN if layout.fused_qkv else HIDDEN
+    rows = {path: torch.zeros(size, dtype=torch.bool) for path in layout.projections[:3]}
+    for part, path in enumerate(layout.projections[:3]):
+        offset = part * HIDDEN if layout.fused_qkv else 0
+        rows[path][offset + head * d : offset + (head + 1) * d] = True
+    masks = {prefix + path + ".bias": mask for path, mask in rows.items()}
+    masks |= {
+        prefix + path + ".weight": m[:, None].expand(size, HIDDEN) for path, m in rows.items()
+    }
+    columns = torch.zeros(HIDDEN, dtype=torch.bool)
+    columns[head * d : (head + 1) * d] = True
+    masks[prefix + layout.projections[3] + ".weight"] = columns[None, :].expand(HIDDEN, HIDDEN)
     return masks
 
 
-@pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_reinit_heads_changes_exactly_the_head_slices(model_type):
+@pytest.mark.parametrize(
+    ("model_type", "overrides"),
+    [*((t, {}) for t in MODEL_TYPES), ("modernbert", {"attention_bias": True})],
+)
+def test_reinit_heads_changes_exactly_the_head_slices(model_type, overrides):
     layer, head = 2, 1
-    model = tiny_encoder(model_type, layers=3)
+    model = tiny_encoder(model_type, layers=3, **overrides)
     before = snapshot(model)
     surgery.reinit_heads(model, [(layer, head)], gen())
     masks = expected_head_changes(model_type, layer, head)

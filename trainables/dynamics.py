@@ -18,24 +18,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainables import surgery
+from trainables import layouts, surgery
 from trainables.data.batching import collate
 from trainables.data.encoding import EncodedSplit
 from trainables.errors import ModelError
 
 WEIGHT_PARTS = ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
 SVCCA_VARIANCE = 0.99
-
-_BERT_FFN = ("intermediate.dense", "output.dense")
-# Feed-forward in/out matrices per family; surgery's layouts only know the attention projections.
-_FFN_PATHS: dict[str, tuple[str, str]] = {
-    "bert": _BERT_FFN,
-    "roberta": _BERT_FFN,
-    "xlm-roberta": _BERT_FFN,
-    "electra": _BERT_FFN,
-    "deberta-v2": _BERT_FFN,
-    "distilbert": ("ffn.lin1", "ffn.lin2"),
-}
 
 Batch = Mapping[str, torch.Tensor]
 
@@ -56,14 +45,10 @@ def _check_pair(encoder: nn.Module, reference: nn.Module) -> str:
 
 
 def _block_matrices(block: nn.Module, model_type: str) -> list[torch.Tensor]:
-    if model_type not in _FFN_PATHS:
-        raise ModelError(
-            f"model type {model_type!r} has no known feed-forward layout; "
-            f"supported: {', '.join(_FFN_PATHS)}"
-        )
-    ffn = [block.get_submodule(path) for path in _FFN_PATHS[model_type]]
-    linears = [*surgery.attention_projections(block, model_type), *ffn]
-    return [linear.weight for linear in linears]
+    """Q, K, V (a fused QKV Linear's thirds), out, and the feed-forward in and out matrices."""
+    *qkv, out = surgery.attention_parts(block, model_type)
+    ffn = [block.get_submodule(path) for path in layouts.layout_of(model_type).feed_forward]
+    return [part.weight for part in qkv] + [linear.weight for linear in (out, *ffn)]
 
 
 def _distance(tuned: torch.Tensor, pretrained: torch.Tensor) -> float:
@@ -121,13 +106,31 @@ def _eager_attention(model: nn.Module) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _blocks_own_outputs(model: nn.Module) -> Iterator[None]:
+    """transformers 5 puts the encoder's final output in place of the top block's in
+    `hidden_states`; with a norm after the blocks (ModernBERT) that would compare a normed
+    state of a truncated encoder with an un-normed one of its reference, so here every hidden
+    state after the embeddings is its block's own output, in every family."""
+    config, unset = model.config, object()
+    previous = getattr(config, "tie_last_hidden_states", unset)
+    config.tie_last_hidden_states = False
+    try:
+        yield
+    finally:
+        if previous is unset:
+            del config.tie_last_hidden_states
+        else:
+            config.tie_last_hidden_states = previous
+
+
+@contextlib.contextmanager
 def _measuring(model: nn.Module) -> Iterator[None]:
     """Eval mode (no dropout noise in the measurement), restoring each module's own mode after,
     since a probing tagger keeps its encoder in eval mode while the rest trains."""
     modes = [(module, module.training) for module in model.modules()]
     model.eval()
     try:
-        with _eager_attention(model), torch.no_grad():
+        with _eager_attention(model), _blocks_own_outputs(model), torch.no_grad():
             yield
     finally:
         for module, mode in modes:

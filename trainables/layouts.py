@@ -1,6 +1,6 @@
-"""Where each supported encoder family keeps its blocks and attention projections, and what its
-config calls the layer and head counts. Free of torch so that a study file can be checked
-against a model's config without loading either."""
+"""Where each supported encoder family keeps its blocks, attention projections and feed-forward
+matrices, and what its config calls the layer and head counts. Free of torch so that a study
+file can be checked against a model's config without loading either."""
 
 from __future__ import annotations
 
@@ -17,12 +17,24 @@ DEPTH_FORMS = "'full' or 'full-N'"
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a family keeps its blocks and attention projections, and its config field names."""
+    """Where a family keeps its blocks and their matrices, and its config field names.
+
+    `projections` are q, k, v and out, dotted paths inside one block. A family with a fused
+    QKV projection (`fused_qkv`) names its one Linear three times: Q, K and V are then the
+    first, second and third thirds of that Linear's output rows, in that order, as the
+    family's attention splits them. `after_blocks` are modules applied to the top block's
+    output (ModernBERT's final norm): part of the top of the stack, not of the embedding
+    stage. `per_layer_fields` are config lists with one entry per block, cut by `depth`.
+    """
 
     blocks: tuple[str, ...]  # attribute path from the model to the ModuleList of blocks
-    projections: tuple[str, str, str, str]  # q, k, v, out: dotted paths inside one block
-    layers_field: str
-    heads_field: str
+    projections: tuple[str, str, str, str]
+    feed_forward: tuple[str, str]  # in, out: dotted paths inside one block
+    layers_field: str = "num_hidden_layers"
+    heads_field: str = "num_attention_heads"
+    fused_qkv: bool = False
+    after_blocks: tuple[str, ...] = ()
+    per_layer_fields: tuple[str, ...] = ()
 
     def fields(self) -> tuple[str, str]:
         return self.layers_field, self.heads_field
@@ -36,8 +48,7 @@ BERT_LIKE = Layout(
         "attention.self.value",
         "attention.output.dense",
     ),
-    layers_field="num_hidden_layers",
-    heads_field="num_attention_heads",
+    feed_forward=("intermediate.dense", "output.dense"),
 )
 
 LAYOUTS: dict[str, Layout] = {
@@ -53,8 +64,7 @@ LAYOUTS: dict[str, Layout] = {
             "attention.self.value_proj",
             "attention.output.dense",
         ),
-        layers_field="num_hidden_layers",
-        heads_field="num_attention_heads",
+        feed_forward=("intermediate.dense", "output.dense"),
     ),
     "distilbert": Layout(
         blocks=("transformer", "layer"),
@@ -64,8 +74,20 @@ LAYOUTS: dict[str, Layout] = {
             "attention.v_lin",
             "attention.out_lin",
         ),
+        feed_forward=("ffn.lin1", "ffn.lin2"),
         layers_field="n_layers",
         heads_field="n_heads",
+    ),
+    # ModernBERT and the multilingual encoders built on it (same model type): pre-norm blocks
+    # with one fused QKV projection, a gated feed-forward (`Wi` holds input and gate), rotary
+    # positions, alternating global and sliding-window attention, and a final norm
+    "modernbert": Layout(
+        blocks=("layers",),
+        projections=("attn.Wqkv", "attn.Wqkv", "attn.Wqkv", "attn.Wo"),
+        feed_forward=("mlp.Wi", "mlp.Wo"),
+        fused_qkv=True,
+        after_blocks=("final_norm",),
+        per_layer_fields=("layer_types",),
     ),
 }
 

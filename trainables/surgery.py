@@ -10,6 +10,8 @@ an unknown layout could silently operate on the wrong modules.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -57,15 +59,44 @@ def _num_heads(model: nn.Module) -> int:
     return int(getattr(model.config, layout_of(encoder_family(model)).heads_field))
 
 
-def attention_projections(
+@dataclass(frozen=True)
+class Projection:
+    """Q, K or V of one block: a Linear, or its third of a fused QKV Linear's output rows.
+
+    Head h of a projection with n heads is rows [h*d, (h+1)*d) of `rows`, d = len(rows) / n:
+    the attention reshapes the projection's output to (heads, d), head-major, in every
+    supported family, the fused QKV one (ModernBERT) included after its split into thirds.
+    """
+
+    linear: nn.Linear
+    rows: slice
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.linear.weight[self.rows]
+
+    def head_rows(self, head: int, n_heads: int) -> slice:
+        size = (self.rows.stop - self.rows.start) // n_heads
+        start = self.rows.start + head * size
+        return slice(start, start + size)
+
+
+def attention_parts(
     block: nn.Module, model_type: str
-) -> tuple[nn.Linear, nn.Linear, nn.Linear, nn.Linear]:
-    """Q, K, V and output projections of one block, the unit that head surgery operates on."""
-    linears = tuple(block.get_submodule(path) for path in layout_of(model_type).projections)
-    for path, module in zip(layout_of(model_type).projections, linears, strict=True):
+) -> tuple[Projection, Projection, Projection, nn.Linear]:
+    """Q, K and V projections and the output projection of one block, the unit that head
+    surgery and the weight distances of layer dynamics operate on."""
+    layout = layout_of(model_type)
+    linears = [block.get_submodule(path) for path in layout.projections]
+    for path, module in zip(layout.projections, linears, strict=True):
         if not isinstance(module, nn.Linear):
             raise ModelError(f"{model_type} block: {path} is {type(module).__name__}, not Linear")
-    return linears  # type: ignore[return-value]
+    *qkv, out = linears
+    if not layout.fused_qkv:
+        return (*(Projection(linear, slice(0, linear.out_features)) for linear in qkv), out)
+    third = qkv[0].out_features // 3
+    q, k, v = (Projection(qkv[0], slice(i * third, (i + 1) * third)) for i in range(3))
+    return q, k, v, out
 
 
 def resolve_depth(depth: int | str, total: int) -> int:
@@ -84,7 +115,10 @@ def truncate(model: nn.Module, depth: int | str) -> None:
     `depth` output; the config's layer count follows so a saved model reloads with that depth.
 
     Everything outside the blocks (embeddings, DeBERTa's shared relative-position embeddings and
-    its convolution after block 0) is kept, since the retained blocks depend on it.
+    its convolution after block 0) is kept, since the retained blocks depend on it. So is a
+    family's norm after the blocks (ModernBERT's `final_norm`): it then normalises block
+    `depth`'s output, the full encoder's pre-norm `hidden_states[depth]`, so the head sees
+    normalised features at every depth, as it does at full depth.
     """
     total = num_blocks(model)
     depth = resolve_depth(depth, total)
@@ -99,6 +133,8 @@ def truncate(model: nn.Module, depth: int | str) -> None:
     if hasattr(owner, "n_layers"):  # DistilBERT's Transformer caches its own count
         owner.n_layers = depth
     setattr(model.config, layout.layers_field, depth)
+    for name in layout.per_layer_fields:  # ModernBERT's global/sliding pattern per block
+        setattr(model.config, name, list(getattr(model.config, name))[:depth])
 
 
 def _trunc_normal_(tensor: torch.Tensor, std: float, generator: torch.Generator) -> None:
@@ -179,19 +215,19 @@ def _fresh(shape: torch.Size, like: torch.Tensor, std: float, gen: torch.Generat
 
 
 def _reinit_one_head(
-    projections: tuple[nn.Linear, nn.Linear, nn.Linear, nn.Linear],
+    parts: tuple[Projection, Projection, Projection, nn.Linear],
     head: int,
     n_heads: int,
     std: float,
     generator: torch.Generator,
 ) -> None:
-    *qkv, out = projections
-    for linear in qkv:
-        d = linear.out_features // n_heads
-        rows = slice(head * d, (head + 1) * d)
-        linear.weight[rows] = _fresh(linear.weight[rows].shape, linear.weight, std, generator)
-        if linear.bias is not None:
-            linear.bias[rows] = 0.0
+    *qkv, out = parts
+    for part in qkv:
+        rows = part.head_rows(head, n_heads)
+        weight = part.linear.weight
+        weight[rows] = _fresh(weight[rows].shape, weight, std, generator)
+        if part.linear.bias is not None:
+            part.linear.bias[rows] = 0.0
     d = out.in_features // n_heads
     cols = slice(head * d, (head + 1) * d)
     out.weight[:, cols] = _fresh(out.weight[:, cols].shape, out.weight, std, generator)
@@ -206,7 +242,9 @@ def reinit_heads(
     """Re-draw single attention heads, to ask whether specific heads carry the pretrained value.
 
     A head is its rows of Q, K and V (biases zeroed) and its input columns of the output
-    projection (whose bias is shared by all heads, so it is left alone). All pairs are checked
+    projection (whose bias is shared by all heads, so it is left alone); with a fused QKV
+    Linear (ModernBERT's `Wqkv`, H heads of size d) those rows are h*d.., H*d + h*d.. and
+    2*H*d + h*d.., d rows each (see `Projection`). All pairs are checked
     before any weight changes; pairs are processed in the given order, which fixes the draws.
     """
     heads = [(int(layer), int(head)) for layer, head in heads]
@@ -214,12 +252,16 @@ def reinit_heads(
     model_type, n_heads, blocks = encoder_family(model), _num_heads(model), encoder_blocks(model)
     with torch.no_grad():
         for layer, head in heads:
-            projections = attention_projections(blocks[layer], model_type)
-            _reinit_one_head(projections, head, n_heads, std, generator)
+            parts = attention_parts(blocks[layer], model_type)
+            _reinit_one_head(parts, head, n_heads, std, generator)
 
 
-def non_block_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """Parameters outside the blocks (embeddings and shared parts), the "embedding stage" that
-    freezing options treat as one unit."""
-    in_blocks = {id(p) for p in encoder_blocks(model).parameters()}
-    return [p for p in model.parameters() if id(p) not in in_blocks]
+def embedding_stage_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """Parameters below the blocks and shared by them (embeddings, ELECTRA's projection,
+    DeBERTa's relative-position embeddings), the "embedding stage" that freezing options treat
+    as one unit. A norm after the blocks (ModernBERT's final norm) belongs to the top of the
+    stack instead, and trains with the blocks that are not frozen."""
+    layout = layout_of(encoder_family(model))
+    above = [model.get_submodule(path) for path in layout.after_blocks]
+    excluded = {id(p) for module in (encoder_blocks(model), *above) for p in module.parameters()}
+    return [p for p in model.parameters() if id(p) not in excluded]

@@ -83,7 +83,21 @@ def _load_tokenizer(resolved: str, name: str, model_type: str) -> PreTrainedToke
             f"model {name!r} has a slow tokenizer ({type(tokenizer).__name__}); a fast tokenizer "
             "is needed to align words and sub-words"
         )
+    _space_before_each_word(tokenizer)
     return tokenizer
+
+
+def _space_before_each_word(tokenizer: PreTrainedTokenizerBase) -> None:
+    """A generic fast tokenizer (ModernBERT's) ignores `add_prefix_space`, so a byte-level
+    pre-tokenizer would encode every pre-split word as if glued to the previous one (`paris`,
+    not `Ġparis`): the prefix space is switched on in the pre-tokenizer itself."""
+    from tokenizers import pre_tokenizers
+
+    pre = getattr(getattr(tokenizer, "backend_tokenizer", None), "pre_tokenizer", None)
+    parts = list(pre) if isinstance(pre, pre_tokenizers.Sequence) else [pre]
+    for part in parts:
+        if isinstance(part, pre_tokenizers.ByteLevel) and not part.add_prefix_space:
+            part.add_prefix_space = True
 
 
 def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -173,7 +187,7 @@ def _freeze(encoder: PreTrainedModel, freeze: str | int | None) -> None:
             f"freeze {freeze!r} must be 'embeddings' or a block count in 0..{total} "
             f"for this {total}-layer {encoder.config.model_type} encoder"
         )
-    for param in surgery.non_block_parameters(encoder):
+    for param in surgery.embedding_stage_parameters(encoder):
         param.requires_grad_(False)
     for block in list(surgery.encoder_blocks(encoder))[:n]:
         block.requires_grad_(False)
@@ -195,9 +209,10 @@ def build_tagger(
     """Build one study arm. Surgery and head init draw from `generator` in a fixed order (truncate,
     reinit_from, reinit_heads, head), so one seed fixes every random weight of the trial.
 
-    Freezing: "embeddings" freezes everything outside the blocks (embeddings, ELECTRA's embedding
-    projection, DeBERTa's shared relative-position embeddings); an int n also freezes blocks
-    0..n-1; `probe` freezes the whole encoder and keeps it in eval mode.
+    Freezing: "embeddings" freezes the embedding stage (embeddings, ELECTRA's embedding
+    projection, DeBERTa's shared relative-position embeddings; not ModernBERT's final norm,
+    which sits on top of the blocks); an int n also freezes blocks 0..n-1; `probe` freezes
+    the whole encoder and keeps it in eval mode.
     """
     encoder, tokenizer = load_encoder(model)
     if depth is not None:

@@ -14,9 +14,18 @@ import tempfile
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModel, BertTokenizerFast, PretrainedConfig, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    BertTokenizerFast,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
 
-MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta-v2")
+MODEL_TYPES = (
+    "bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta-v2", "modernbert",
+)  # fmt: skip
 
 HIDDEN = 32
 INTERMEDIATE = 64
@@ -47,6 +56,19 @@ VOCAB = list(
 )
 
 
+# ModernBERT's defaults name token ids of its own 50k vocabulary; these are the tiny ones (the
+# word-piece and byte-level vocabularies here both start with SPECIAL_TOKENS). A sliding window
+# of 8 tokens makes its local-attention blocks (1 and 2 of 4) mask within test sentences.
+_MODERNBERT = {
+    "pad_token_id": 0,
+    "cls_token_id": 2,
+    "bos_token_id": 2,
+    "sep_token_id": 3,
+    "eos_token_id": 3,
+    "local_attention": 8,
+}
+
+
 def tiny_config(model_type: str = "bert", layers: int = 4, **overrides: object) -> PretrainedConfig:
     """A config small enough that a forward pass takes milliseconds, shaped like the real family
     (DeBERTa-v2 uses the v3-style relative attention so its extra encoder parts are exercised)."""
@@ -68,6 +90,8 @@ def tiny_config(model_type: str = "bert", layers: int = 4, **overrides: object) 
     base["max_position_embeddings"] = 128
     if model_type == "electra":
         base["embedding_size"] = HIDDEN // 2  # exercises ELECTRA's embedding projection
+    if model_type == "modernbert":
+        base.update(_MODERNBERT)
     if model_type == "deberta-v2":
         base.update(
             relative_attention=True,
@@ -108,13 +132,51 @@ def tiny_tokenizer(folder: Path) -> BertTokenizerFast:
     return BertTokenizerFast(**{key: str(vocab_file)}, do_lower_case=True)
 
 
+def tiny_byte_level_tokenizer(folder: Path) -> PreTrainedTokenizerFast:
+    """A cased byte-level BPE tokenizer shaped like ModernBERT's (no prefix space of its own,
+    `[CLS] ... [SEP]` around a sentence), whole words of `WORDS` merged with and without their
+    leading space; built by hand so that it is the same on every machine."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + alphabet)}
+    merges: list[tuple[str, str]] = []
+    for word in WORDS:
+        for spelled in (word, "Ġ" + word):  # "Ġword": the word after a space
+            merged = spelled[0]
+        for char in spelled[1:]:
+            if merged + char not in vocab:
+                merges.append((merged, char))
+                vocab[merged + char] = len(vocab)
+            merged += char
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        **{f"{name}_token": f"[{name.upper()}]" for name in ("pad", "unk", "cls", "sep", "mask")},
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return tokenizer
+
+
+# the tokenizer each family's tiny model folder gets: the word-piece one unless its own kind
+# of tokenizer changes how words are encoded
+TOKENIZERS = {"modernbert": tiny_byte_level_tokenizer}
+
+
 def tiny_model_folder(
     tmp_path: Path, model_type: str = "bert", layers: int = 4, *, seed: int = 0
 ) -> Path:
     """Save a tiny encoder plus a fast tokenizer as a Hugging Face model folder, so loading code
     can be tested exactly as with a downloaded model, offline."""
     folder = Path(tmp_path) / f"tiny-{model_type}-{layers}"
-    tokenizer = tiny_tokenizer(folder)
+    tokenizer = TOKENIZERS.get(model_type, tiny_tokenizer)(folder)
     model = tiny_encoder(
         model_type,
         layers,

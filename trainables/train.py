@@ -136,6 +136,8 @@ class Trial:
         # two random streams, so a study can vary initialisation and data order separately
         self.data_seed = config.seed if config.data_seed is None else config.data_seed
         splits, self.label_map = load_checked_splits(config.data)
+        # per evaluation set with a label map: gold entities, renamed, made O (final metrics)
+        self.relabelled = {w.removeprefix("extra."): r for w, r in splits.relabelled.items()}
         self.model, self.tokenizer = _build_model(config, len(self.label_map), self.device)
         self._encode_splits(splits)
         self._choose_dynamics_sample()
@@ -319,6 +321,8 @@ class Trial:
             if name != "dev":  # the last evaluation just scored dev, per type included
                 out.update(self.score(name, per_type=True))
             out[f"{name}_windowed_sentences"] = float(split.windowed_sentences)
+        for name, counts in self.relabelled.items():
+            out.update(counts.metrics(name))
         return out
 
     def layer_dynamics(self) -> dict[str, float]:

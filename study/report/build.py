@@ -29,11 +29,13 @@ from study.report.data import (
     learning_curves,
     load_study_record,
 )
+from study.report.html import render_html
 from study.report.markdown import render_markdown
 from study.report.section import Section, all_sections
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
+HTML_PAGE = "report.html"
 SUMMARY_METRIC = "test_f1"  # f1_mean / f1_std on arm runs: held-out F1, not the tuned dev F1
 
 
@@ -113,7 +115,11 @@ def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> 
     figures = {k: v for k, v in drawn.items() if v is not None}
     report = Report(record, arm_summary(record), comparisons, figures, folder, tables, sections)
     _write_tables(report, curves, dynamics)
-    (folder / "README.md").write_text(render_markdown(report))
+    page = render_markdown(report)
+    (folder / "README.md").write_text(page)
+    # the same page for the MLflow UI's artifact view, which renders HTML but not Markdown
+    title = f"Study report: {record.name}"
+    (folder / HTML_PAGE).write_text(render_html(page, folder, title))
     return report
 
 

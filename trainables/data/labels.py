@@ -55,14 +55,26 @@ class LabelMap:
                 f"tag {tag!r} is not in the label map ({', '.join(self.labels)})"
             ) from None
 
-    def check(self, sentences: Iterable[TaggedSentence], split_name: str) -> None:
-        """Fail before training, not mid-evaluation, when a split has a tag we cannot score."""
+    def entity_types(self) -> set[str]:
+        return {label[2:] for label in self.labels if label != "O"}
+
+    def check(
+        self, sentences: Iterable[TaggedSentence], split_name: str, where: str | None = None
+    ) -> None:
+        """Fail before training, not mid-evaluation, when a split has a tag we cannot score;
+        `where`, the split's field in `data`, points at the label map that would fix it."""
+        remedy = (
+            f"; map its type with data.{where}.tag_map, or drop such entities with "
+            f"data.{where}.unseen: as_o"
+            if where
+            else ""
+        )
         for sentence in sentences:
             for tag in sentence.tags:
                 if tag not in self._ids:
                     raise DataError(
                         f"{located(sentence.origin)}tag {tag!r} in the {split_name} split never "
-                        f"occurs in training (training tags: {', '.join(self.labels)})"
+                        f"occurs in training (training tags: {', '.join(self.labels)}){remedy}"
                     )
 
     def __len__(self) -> int:

@@ -3,7 +3,8 @@
 A split is given as a CoNLL file path, `{conll: PATH, strip_lang_prefix: bool}`, or
 `{hf: NAME_OR_PATH, split: ..., config: ..., tokens_column: ..., tags_column: ...}`;
 `{embedded: wnut16}` supplies all three splits from the data package that ships with the
-project, so a laptop run needs no download.
+project, so a laptop run needs no download. An evaluation entry of any kind may add a label
+map, `tag_map` and `unseen` (see `trainables.data.relabel`).
 
 Each kind of source is one module of this package, and every module here is imported below:
 defining a `SplitSource` or `CorpusSource` subclass registers its key (see `_kinds`), so a new
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainables.data import relabel
 from trainables.data.labels import LabelMap
 from trainables.data.sources._kinds import CORPUS_KINDS, SPLIT_KINDS, CorpusSource, SplitSource
 from trainables.data.types import TaggedSentence
@@ -40,6 +42,20 @@ class Splits:
     dev: list[TaggedSentence]
     test: list[TaggedSentence]
     extra: dict[str, list[TaggedSentence]] = field(default_factory=dict)
+    # by field (`dev`, `extra.NAME`): the label maps given, and what each did once applied
+    rules: dict[str, relabel.LabelRules] = field(default_factory=dict)
+    relabelled: dict[str, relabel.Relabelled] = field(default_factory=dict)
+
+    def named(self) -> dict[str, list[TaggedSentence]]:
+        """Every split by its field: train, dev, test and `extra.NAME`."""
+        fixed = {"train": self.train, "dev": self.dev, "test": self.test}
+        return fixed | {f"extra.{name}": sentences for name, sentences in self.extra.items()}
+
+    def replace(self, where: str, sentences: list[TaggedSentence]) -> None:
+        if where.startswith("extra."):
+            self.extra[where.removeprefix("extra.")] = sentences
+        else:
+            setattr(self, where, sentences)
 
 
 @dataclass(frozen=True)
@@ -48,18 +64,23 @@ class DataInputs:
 
     corpus: CorpusSource | None  # the source of train, dev and test, when one gives all three
     splits: dict[str, SplitSource]  # by field: `extra.NAME`, and train, dev, test if no corpus
+    rules: dict[str, relabel.LabelRules] = field(default_factory=dict)  # label maps, by field
 
     def files(self) -> list[Path]:
         sources = [self.corpus, *self.splits.values()] if self.corpus else self.splits.values()
         return [path for source in sources for path in source.files()]
 
     def recorded_names(self) -> list[str]:
-        return [name for source in self.splits.values() for name in source.recorded_names()]
+        """Dataset names as given, and the label maps, which change what a trial scores."""
+        names = [name for source in self.splits.values() for name in source.recorded_names()]
+        return names + [rules.recorded(where) for where, rules in self.rules.items()]
 
 
 def split_source(entry: Any, where: str) -> SplitSource:
     """The source a split's entry names: a plain string is a path of the kind that reads
-    paths, a mapping is named by the first registered key it holds."""
+    paths, a mapping is named by the first registered key it holds (its label map aside)."""
+    if isinstance(entry, dict):
+        entry = {key: value for key, value in entry.items() if key not in relabel.KEYS}
     for key, kind in SPLIT_KINDS.items():
         if (isinstance(entry, str) and kind.reads_bare_paths) or (
             isinstance(entry, dict) and key in entry
@@ -92,29 +113,40 @@ def data_inputs(data: dict[str, Any]) -> DataInputs:
         raise ConfigError(f"data.extra: {extra!r} is not a mapping of name: data source")
     entries |= {f"extra.{name}": entry for name, entry in extra.items()}
     splits = {where: split_source(entry, where) for where, entry in entries.items()}
-    return DataInputs(corpus[0] if corpus else None, splits)
+    rules = {
+        where: found
+        for where, entry in entries.items()
+        if isinstance(entry, dict) and (found := relabel.LabelRules.from_entry(entry, where))
+    }
+    return DataInputs(corpus[0] if corpus else None, splits, rules)
 
 
 def load_splits(data: dict[str, Any]) -> Splits:
+    """The splits as read, before any label map is applied (that needs training's types)."""
     inputs = data_inputs(data)
     read = {where: source.sentences() for where, source in inputs.splits.items()}
     base = inputs.corpus.splits() if inputs.corpus else read
     extra = {where.removeprefix("extra."): read[where] for where in read if where not in SPLITS}
-    return Splits(base["train"], base["dev"], base["test"], extra)
+    return Splits(base["train"], base["dev"], base["test"], extra, inputs.rules)
 
 
 def load_checked_splits(data: dict[str, Any]) -> tuple[Splits, LabelMap]:
-    """The splits and the label map built from training, refusing data a trial could not
-    score: an empty split, or an evaluation tag that training never shows. The study driver
-    calls this before it writes anything, so bad data is one line at the prompt instead of a
-    column of errored trials."""
+    """The splits, label maps applied, and the label map built from training, refusing data a
+    trial could not score: an empty split, a label map naming a type the set or training does
+    not have, or an evaluation tag that training never shows (unless its set says
+    `unseen: as_o`). The study driver calls this before it writes anything, so bad data is
+    one line at the prompt instead of a column of errored trials."""
     splits = load_splits(data)
-    named = {"train": splits.train, "dev": splits.dev, "test": splits.test, **splits.extra}
-    for name, sentences in named.items():
+    for where, sentences in splits.named().items():
         if not sentences:
-            raise DataError(f"data.{name}: the split has no sentences")
+            raise DataError(f"data.{where}: the split has no sentences")
     label_map = LabelMap.from_sentences(splits.train)
-    for name, sentences in named.items():
-        if name != "train":
-            label_map.check(sentences, name)
+    for where, rules in splits.rules.items():
+        kept, splits.relabelled[where] = relabel.relabel(
+            splits.named()[where], rules, where, label_map.entity_types()
+        )
+        splits.replace(where, kept)
+    for where, sentences in splits.named().items():
+        if where != "train":
+            label_map.check(sentences, where.removeprefix("extra."), where)
     return splits, label_map

@@ -12,7 +12,7 @@ from typing import Any, Union
 
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
 from study.spec.keys import FACTORS, LAYER_FIELDS, SECTIONS, SET_AT_TOP
-from trainables.config import TrialConfig
+from trainables.config import TrialConfig, normalized
 from trainables.errors import ConfigError, joined
 from trainables.layouts import DEPTH_FORMS, RELATIVE_DEPTH
 
@@ -66,6 +66,7 @@ def check_value(doc: Doc, path: FieldPath, name: str, value: Any, shape: Shape) 
     it with 'full'/'full-N' depths resolved."""
     if name == "depth":
         return _resolve_depth(doc, path, value, shape)
+    value = normalized(name, value)  # a boolean setting also takes yes/no/on/off
     if not _fits(value, _FIELD_TYPES[name]):
         expected = describe_field(name) + text_number_hint(value)
         raise doc.bad(path, value, f"{name} takes {expected}")

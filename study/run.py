@@ -128,8 +128,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(plan.describe())
         return EXIT_OK
-    store, study_dir, state, uri = _check_before_writing(args, spec, plan)
-    optuna_url = _optuna_storage(args, uri, store)
+    store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec, plan)
     tracker = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
@@ -152,10 +151,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def _check_before_writing(
     args: argparse.Namespace, spec: StudySpec, plan: StudyPlan
-) -> tuple[StudyStore, str, dict[str, Any], str]:
+) -> tuple[StudyStore, str, dict[str, Any], str, str | None]:
     """Everything that can be refused is checked before anything is written anywhere: the
-    data, the storage, the cluster's address, the tracking server. The store, this
-    invocation's folder in it, the study's state and the tracking URI."""
+    data, the overrides of a resumed run, the storage, the cluster's address, the tracking
+    server, the Optuna storage. The store, this invocation's folder in it, the study's state,
+    the tracking URI and the Optuna storage URL."""
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
     splits, labels = load_checked_splits(spec.data)
@@ -164,19 +164,22 @@ def _check_before_writing(
     study_dir, state = study_folder(store, spec.name, profile, args.resume)
     if args.resume:
         check_same_overrides(state.get("overrides", []), args.overrides)
+        log.info("resuming %s", store.join(study_dir))
     state["profile"] = profile
     state["overrides"] = list(args.overrides)
     store.check_writable()
     check_address(args.address)
     uri = tracking_uri(args.tracking_uri)
     probe_tracking(uri)
+    optuna_url = _optuna_storage(args, uri, store)
     log.info("plan: %s", plan.summary())
     log.info(
         "data: %d train / %d dev / %d test sentences, %d labels",
         len(splits.train), len(splits.dev), len(splits.test), len(labels),
     )  # fmt: skip
-    log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
-    return store, study_dir, state, uri
+    log.info("results in %s; MLflow at %s%s", store.join(study_dir), uri,
+             f"; Optuna storage {optuna_url}" if optuna_url and spec.explore else "")  # fmt: skip
+    return store, study_dir, state, uri, optuna_url
 
 
 def _run_study(

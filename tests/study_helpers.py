@@ -81,3 +81,14 @@ def runs_by_kind(tmp: Path, experiment: str = "teststudy") -> dict[str, list]:
 def metric_steps(tmp: Path, run_id: str, key: str) -> list[int]:
     client = MlflowClient(tracking_uri(tmp))
     return [m.step for m in client.get_metric_history(run_id, key)]
+
+
+def optuna_trials(tmp: Path) -> dict[str, list]:
+    """Each Optuna study in the storage beside the MLflow store, by name: its trials."""
+    import optuna
+
+    url = f"sqlite:///{tmp / 'optuna.db'}"
+    return {
+        name: optuna.load_study(study_name=name, storage=url).trials
+        for name in optuna.get_all_study_names(url)
+    }

@@ -9,7 +9,6 @@ files go through pyarrow's filesystem layer, as Ray's own do.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 import uuid
@@ -19,8 +18,6 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from trainables.errors import UserInputError
-
-log = logging.getLogger(__name__)
 
 STATE_FILE = "study.json"
 
@@ -122,5 +119,4 @@ def study_folder(
             f"--resume: no earlier run of study {study} (profile {profile}) in {store.root}; "
             "run it once without --resume"
         )
-    log.info("resuming %s", store.join(latest))
     return latest, state

@@ -80,3 +80,11 @@ def test_the_trial_command_reads_off_and_3e_4(trial_settings, tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "steps 2" in done.stdout
+
+
+def test_the_heads_shorthand_takes_no_as_false(tmp_path, tiny_model, tiny_corpus):
+    grid = {"reinit_heads": {"one_head_in_blocks": [0], "baseline": "BASELINE"}}
+    path = write_study(tmp_path, str(tiny_model), tiny_corpus, grid=grid)
+    path.write_text(path.read_text().replace("baseline: BASELINE", "baseline: no"))
+    heads = load_study(str(path)).grid["reinit_heads"]
+    assert heads == ([[0, 0]], [[0, 1]], [[0, 2]], [[0, 3]])  # no re-init-nothing arm

@@ -274,6 +274,7 @@ def test_resume_after_two_sigkills_finishes_without_reruns_or_duplicates(
     _assert_each_trial_ended_once([first, second, third], 12)
     assert len(_finished(third, "confirm")) >= 1 and not _finished(third, "explore")
     _assert_every_trial_once(tmp_path, 12)
+    assert "Trial status" not in resumed.stdout  # a restored phase is as quiet as a new one
     # each arm's Optuna study holds its two samples once, however often the driver restarted
     for trials in optuna_trials(tmp_path).values():
         current = [t for t in trials if not t.user_attrs.get("superseded")]

@@ -61,7 +61,12 @@ def write_arm(
     samples: Iterable[SampleRecord],
     distributions: Mapping[str, BaseDistribution],
 ) -> None:
-    """Bring the Optuna study `name` in line with one arm's samples (see the module)."""
+    """Bring the Optuna study `name` in line with one arm's samples (see the module). Only
+    samples that changed since this process last wrote them are looked at: Tune saves the
+    searcher after every evaluation of every trial."""
+    changed = [s for s in samples if _written.get((url, name, s.index)) != _shown(s)]
+    if not changed:
+        return
     storage = _storage(url)
     study = optuna.create_study(
         storage=storage, study_name=name, direction=direction, load_if_exists=True
@@ -71,11 +76,7 @@ def write_arm(
         for t in study.get_trials(deepcopy=False)
         if not t.user_attrs.get("superseded")
     }
-    for sample in sorted(samples, key=lambda s: s.index):
-        key = (url, name, sample.index)
-        shown = _shown(sample)
-        if _written.get(key) == shown:
-            continue
+    for sample in sorted(changed, key=lambda s: s.index):
         trial = current.get(sample.index)
         if trial is not None and trial.params != sample.params:
             _supersede(storage, trial)
@@ -84,7 +85,7 @@ def write_arm(
             study.add_trial(_new_trial(sample, distributions))
         elif trial.state == TrialState.RUNNING:
             _update(storage, trial, sample)
-        _written[key] = shown
+        _written[(url, name, sample.index)] = _shown(sample)
 
 
 @functools.cache

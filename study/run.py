@@ -133,8 +133,7 @@ def _run(args: argparse.Namespace) -> int:
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
     _preload_report()
-    optuna_tags = {OPTUNA_TAG: optuna_url, OPTUNA_STUDIES_TAG: study_name(study_dir, EXPLORE,
-                   "<arm>")} if optuna_url and spec.explore else {}  # fmt: skip
+    optuna_tags = _optuna_tags(optuna_url, study_dir, spec)
     study_run, arm_runs = open_study_runs(tracker, spec, plan, state, optuna_tags)
     store.write_state(study_dir, state)
     context = PhaseContext(
@@ -228,6 +227,13 @@ def _optuna_storage(args: argparse.Namespace, uri: str, store: StudyStore) -> st
         log.info("no Optuna storage (the tracking store and --storage are remote); give "
                  "--optuna-storage to keep the explore samples for optuna-dashboard")  # fmt: skip
     return url
+
+
+def _optuna_tags(url: str | None, study_dir: str, spec: StudySpec) -> dict[str, str]:
+    """Where the explore samples are in Optuna's storage, for the study run's tags."""
+    if not url or spec.explore is None:
+        return {}
+    return {OPTUNA_TAG: url, OPTUNA_STUDIES_TAG: study_name(study_dir, EXPLORE, "<arm>")}
 
 
 def _progress(plan: StudyPlan, state: dict[str, Any], verbose: bool) -> StudyProgress:

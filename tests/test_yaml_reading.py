@@ -88,3 +88,15 @@ def test_the_heads_shorthand_takes_no_as_false(tmp_path, tiny_model, tiny_corpus
     path.write_text(path.read_text().replace("baseline: BASELINE", "baseline: no"))
     heads = load_study(str(path)).grid["reinit_heads"]
     assert heads == ([[0, 0]], [[0, 1]], [[0, 2]], [[0, 3]])  # no re-init-nothing arm
+
+
+def test_strip_lang_prefix_takes_the_words_too():
+    from trainables.data.sources import split_source
+
+    assert (
+        split_source({"conll": "a.txt", "strip_lang_prefix": "no"}, "dev").strip_lang_prefix
+        is False
+    )
+    assert split_source({"conll": "a.txt", "strip_lang_prefix": "yes"}, "dev").strip_lang_prefix
+    with pytest.raises(ConfigError, match="data.dev.strip_lang_prefix: 'maybe' is not allowed"):
+        split_source({"conll": "a.txt", "strip_lang_prefix": "maybe"}, "dev")

@@ -145,14 +145,18 @@ def _data(doc: Doc, folder: Path) -> dict:
     located = data_locations(doc, value, folder)
     try:
         data_inputs(located)
-    except ConfigError as err:  # its message starts with the field: `data.train: ...`
-        field, _, text = str(err).partition(": ")
-        raise doc.fail(_field_path(field), text) from None
+    except ConfigError as err:
+        raise doc.fail(*_field_and_text(str(err))) from None
     return located
 
 
-def _field_path(dotted_name: str) -> FieldPath:
-    return tuple(dotted_name.split(".")) if dotted_name.startswith("data") else ("data",)
+def _field_and_text(message: str) -> tuple[FieldPath, str]:
+    """A data error's field and what it says: its message starts with the field
+    (`data.train: ...`), which the study's error names with its line instead."""
+    field, _, text = message.partition(": ")
+    if field.startswith("data") and text:
+        return tuple(field.split(".")), text
+    return ("data",), message
 
 
 def _metric(doc: Doc) -> Metric:

@@ -38,8 +38,8 @@ class ConllSource(SplitSource):
     def from_entry(cls, entry: Any, where: str) -> ConllSource:
         if isinstance(entry, str):
             return cls(entry)
-        flag = entry.get("strip_lang_prefix")
-        strip = False if flag is None else bool_word(flag)
+        flag = entry.get("strip_lang_prefix")  # text: yes/no/on/off (trainables/yaml_reading.py)
+        strip = bool_word(flag) if isinstance(flag, str) else bool(flag)
         if strip is None:
             raise ConfigError(f"data.{where}.strip_lang_prefix: {flag!r} is not allowed: "
                               "true or false (or yes/no, on/off)")  # fmt: skip

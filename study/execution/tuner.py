@@ -18,7 +18,7 @@ import ray
 from ray import tune
 
 from study.execution.context import PhaseContext
-from study.execution.saved_state import check_restorable
+from study.execution.saved_state import check_restorable, has_saved_state
 from study.execution.storage import drop_checkpoints
 from study.execution.storage_guard import StorageGuard
 from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
@@ -42,12 +42,15 @@ def make_tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: 
     go unused."""
     trainable = tune.with_resources(train_tagger, dict(context.spec.resources))
     path = context.store.join(context.study_dir, name)
-    if tune.Tuner.can_restore(path):
+    fs, fs_path = context.store.fs, context.store.fs_path(context.study_dir, name)
+    if tune.Tuner.can_restore(path) and has_saved_state(fs, fs_path):
         log.info("%s: restoring the Ray experiment at %s", name, path)
         # Tune would start a damaged phase afresh with its old searcher, and wait forever
-        check_restorable(context.store.fs, context.store.fs_path(context.study_dir, name), name)
+        check_restorable(fs, fs_path, name)
         tuner = tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True)
     else:
+        if tune.Tuner.can_restore(path):
+            log.info("%s: stopped before Ray saved it; starting it afresh", name)
         tuner = _new_tuner(context, name, trainable, searcher, scheduler, n_trials)
     _set_output(tuner, context)
     return tuner

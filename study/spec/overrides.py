@@ -71,24 +71,32 @@ def apply_overrides(doc: Doc, overrides: Sequence[Override]) -> Doc:
         if override.path[0] == "profiles":
             raise SpecError(f"{override.option}: profiles cannot be set; choose one with "
                             "--profile and override its settings by key")  # fmt: skip
-        _put(data, override)
-        marks[override.path] = override.option
+        marks[_put(data, override)] = override.option
     out = Doc(doc.display, data, doc.lines, doc.profile, marks)
     out.check_keys((), data, tuple(key for key in TOP_LEVEL_KEYS if key != "profiles"))
     return out
 
 
-def _put(data: dict, override: Override) -> None:
+def _put(data: dict, override: Override) -> FieldPath:
+    """Set the override's value; the path it wrote, a number being a key in a mapping and an
+    index in a list."""
     node: Any = data
     *parents, last = override.path
-    for depth, part in enumerate(parents):
-        at = override.path[:depth]  # where `node` is
-        child = _child(node, part, override, at)
+    at: FieldPath = ()  # where `node` is
+    for part in parents:
+        key = _key(node, part)
+        child = _child(node, key, override, at)
         if child is None:  # a new key, or one a profile removed: a fresh mapping
             child = {}
-            _assign(node, part, child, override, at)
-        node = child
-    _assign(node, last, override.value, override, tuple(parents))
+            _assign(node, key, child, override, at)
+        node, at = child, (*at, key)
+    key = _key(node, last)
+    _assign(node, key, override.value, override, at)
+    return (*at, key)
+
+
+def _key(node: Any, part: str | int) -> str | int:
+    return str(part) if isinstance(node, dict) else part
 
 
 def _child(node: Any, part: str | int, override: Override, at: FieldPath) -> Any:

@@ -23,6 +23,10 @@ STUDY_KIND, ARM_KIND, TRIAL_KIND = "study", "arm", "trial"
 STUDY_RUN_ID = "study_run_id"  # on arm and trial runs: the study run they belong to
 ANALYSIS_TAG = "analysis"  # on the study run: the declared analysis, JSON
 REUSED_TAG = "confirm_reused"  # on an explore trial run that also counts as a confirm trial
+OVERRIDES_TAG = "overrides"  # on the study run: the `--set KEY=VALUE` options, JSON
+OPTUNA_TAG = "optuna_storage"  # on the study run: the Optuna storage of the explore samples
+OPTUNA_STUDIES_TAG = "optuna_studies"  # on the study run: their study names, `<arm>` a pattern
+STUDY_ARTIFACT = "study.yaml"  # on the study run: the study as it ran (profile, overrides)
 
 
 def default_tracking_uri(base: Path | str = ".") -> str:

@@ -5,9 +5,11 @@
     python -m study.run ner_depth --dry-run            # print the plan and exit
     python -m study.run ner_depth --resume             # continue the newest interrupted run
     python -m study.run ner_depth --profile cluster --address auto --storage s3://bucket/x
+    python -m study.run ~/ner/s.yaml --set fixed.epochs=5 --set data.train=~/ner/train.txt
 
 Phases run one after the other: explore (per-arm Optuna samples, per-arm ASHA pruning whole
-samples) then confirm (the chosen sample of each arm on every seed, never pruned).
+samples) then confirm (the chosen sample of each arm on every seed, never pruned). The study
+prints one progress line and a line per finished trial; `--verbose` adds Ray's own output.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import importlib
 import logging
 import os
+import shlex
 import sys
 import threading
 import time
@@ -35,9 +38,12 @@ from study.execution import (
     start_tracking_and_ray,
     study_folder,
 )
-from study.names import tracking_uri
+from study.names import EXPLORE, OPTUNA_STUDIES_TAG, OPTUNA_TAG, tracking_uri
 from study.plan import StudyPlan, make_plan
-from study.spec import StudySpec, load_study
+from study.progress.line import StudyProgress
+from study.progress.quiet import quiet_driver
+from study.search.optuna_storage import check_storage, default_storage, study_name
+from study.spec import StudySpec, check_same_overrides, load_study
 from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
 from study.tracking.start import open_study_runs, probe_tracking
@@ -66,6 +72,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--storage", default="ray_results", help="Ray results: path or URI")
     parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
     parser.add_argument("--reports", default="reports", help="where the report folder goes")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a study-file setting: a dotted key, a YAML value (repeatable)",
+    )  # fmt: skip
+    parser.add_argument("--verbose", action="store_true", help="also show Ray's own output")
+    parser.add_argument(
+        "--optuna-storage",
+        help="Optuna storage URL for the explore samples, or 'none' (default: optuna.db beside "
+        "a sqlite MLflow store, else in a local --storage folder)",
+    )
     return parser.parse_args(argv)
 
 
@@ -74,8 +90,9 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _resume_line(study: str, profile: str) -> str:
-    return f"python -m study.run {study} --profile {profile} --resume"
+def _resume_line(study: str, profile: str, overrides: list[str]) -> str:
+    sets = "".join(f" --set {shlex.quote(text)}" for text in overrides)
+    return f"python -m study.run {study} --profile {profile} --resume{sets}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     # first whether a write in doubt was stored
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    quiet_driver(args.verbose)
     try:
         return _run(args)
     except UserInputError as err:
@@ -101,37 +119,45 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(
             "\ninterrupted; the study's state is saved. Resume with:\n  "
-            + _resume_line(args.study, args.profile),
+            + _resume_line(args.study, args.profile, args.overrides),
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
 
 
 def _run(args: argparse.Namespace) -> int:
-    spec = load_study(args.study, args.profile)
+    spec = load_study(args.study, args.profile, overrides=args.overrides)
     plan = make_plan(spec)
     if args.dry_run:
         print(plan.describe())
         return EXIT_OK
-    store, study_dir, state, uri = _check_before_writing(args, spec, plan)
-    tracker = start_tracking_and_ray(uri, spec.name, args.address, args.num_cpus, store)
+    store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec, plan)
+    tracker = start_tracking_and_ray(
+        uri, spec.name, args.address, args.num_cpus, store, args.verbose
+    )
     _preload_report()
-    study_run, arm_runs = open_study_runs(tracker, spec, plan, state)
+    optuna_tags = _optuna_tags(optuna_url, study_dir, spec)
+    study_run, arm_runs = open_study_runs(tracker, spec, plan, state, optuna_tags)
     store.write_state(study_dir, state)
     context = PhaseContext(
         spec=spec, plan=plan, store=store, study_dir=study_dir, tracking_uri=uri,
         study_run=study_run, arm_runs=arm_runs, max_concurrent=args.max_concurrent,
-        reuse_workers=args.address is None,
+        reuse_workers=args.address is None, verbose=args.verbose,
+        progress=_progress(plan, state, args.verbose), optuna_storage=optuna_url,
     )  # fmt: skip
-    return _run_study(context, state, tracker, args.reports)
+    try:
+        return _run_study(context, state, tracker, args.reports)
+    finally:
+        context.progress.close()
 
 
 def _check_before_writing(
     args: argparse.Namespace, spec: StudySpec, plan: StudyPlan
-) -> tuple[StudyStore, str, dict[str, Any], str]:
+) -> tuple[StudyStore, str, dict[str, Any], str, str | None]:
     """Everything that can be refused is checked before anything is written anywhere: the
-    data, the storage, the cluster's address, the tracking server. The store, this
-    invocation's folder in it, the study's state and the tracking URI."""
+    data, the overrides of a resumed run, the storage, the cluster's address, the tracking
+    server, the Optuna storage. The store, this invocation's folder in it, the study's state,
+    the tracking URI and the Optuna storage URL."""
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
     splits, labels = load_checked_splits(spec.data)
@@ -141,15 +167,21 @@ def _check_before_writing(
     probe_tracking(uri)
     store.check_writable()  # before it is read: a store that does not answer is one line
     study_dir, state = study_folder(store, spec.name, profile, args.resume)
+    if args.resume:
+        check_same_overrides(state.get("overrides", []), args.overrides)
+        log.info("resuming %s", store.join(study_dir))
     state["profile"] = profile
+    state["overrides"] = list(args.overrides)
     check_address(args.address)
+    optuna_url = _optuna_storage(args, uri, store)
     log.info("plan: %s", plan.summary())
     log.info(
         "data: %d train / %d dev / %d test sentences, %d labels",
         len(splits.train), len(splits.dev), len(splits.test), len(labels),
     )  # fmt: skip
-    log.info("results in %s; MLflow at %s", store.join(study_dir), shown_uri(uri))
-    return store, study_dir, state, uri
+    log.info("results in %s; MLflow at %s%s", store.join(study_dir), shown_uri(uri),
+             f"; Optuna storage {optuna_url}" if optuna_url and spec.explore else "")  # fmt: skip
+    return store, study_dir, state, uri, optuna_url
 
 
 def _run_study(
@@ -157,7 +189,7 @@ def _run_study(
 ) -> int:
     """Run the phases, then summarise and report; the exit code says how it ended."""
     spec, store, study_run = context.spec, context.store, context.study_run
-    resume = _resume_line(spec.name, state["profile"])
+    resume = _resume_line(spec.name, state["profile"], state["overrides"])
     reserve = SpaceReserve(store.fs, store.fs_path(context.study_dir))
     started = time.time()
     try:
@@ -185,6 +217,37 @@ def _run_study(
     tracker.end_study(study_run, context.arm_runs, "FINISHED")
     reserve.release()
     return EXIT_OK
+
+
+def _optuna_storage(args: argparse.Namespace, uri: str, store: StudyStore) -> str | None:
+    """Where the explore samples are copied for Optuna's tools (None: nowhere)."""
+    if args.optuna_storage is not None:
+        if args.optuna_storage.lower() == "none":
+            return None
+        check_storage(args.optuna_storage)
+        return args.optuna_storage
+    url = default_storage(uri, store.root)
+    if url is None:
+        log.info("no Optuna storage (the tracking store and --storage are remote); give "
+                 "--optuna-storage to keep the explore samples for optuna-dashboard")  # fmt: skip
+    return url
+
+
+def _optuna_tags(url: str | None, study_dir: str, spec: StudySpec) -> dict[str, str]:
+    """Where the explore samples are in Optuna's storage, for the study run's tags."""
+    if not url or spec.explore is None:
+        return {}
+    return {OPTUNA_TAG: url, OPTUNA_STUDIES_TAG: study_name(study_dir, EXPLORE, "<arm>")}
+
+
+def _progress(plan: StudyPlan, state: dict[str, Any], verbose: bool) -> StudyProgress:
+    """The study's progress line; with --verbose Ray prints too, so it is logged, not drawn."""
+    planned = {phase.name: phase.trials for phase in plan.phases}
+    progress = StudyProgress(planned, plan.spec.metric.name, plan.spec.metric.mode,
+                             terminal=False if verbose else None)  # fmt: skip
+    for phase in state.get("phases_done", []):
+        progress.phase_done(phase)
+    return progress
 
 
 def _preload_report() -> None:

@@ -101,6 +101,7 @@ def finished_study(tmp_path_factory, tiny_model, tiny_corpus):
     # the tiny random model's F1 is ~0: its dev loss is what differs between arms
     analysis = {"primary": "dev_loss", "margin": 0.01}
     study = write_study(tmp, str(tiny_model), tiny_corpus, data=data, analysis=analysis)
-    done = run_study(study, tmp)
+    # an override the MLflow record must show (the file says max_length 32 too)
+    done = run_study(study, tmp, "--set", "fixed.max_length=32")
     assert done.returncode == 0, done.stderr[-3000:]
     return tmp, done

@@ -185,3 +185,14 @@ def assert_every_trial_once(
         steps = metric_steps(tmp, run.info.run_id, "dev_f1", uri)
         assert len(steps) == len(set(steps))
     assert runs["study"][0].data.tags["state"] == "finished"
+
+
+def optuna_trials(tmp: Path) -> dict[str, list]:
+    """Each Optuna study in the storage beside the MLflow store, by name: its trials."""
+    import optuna
+
+    url = f"sqlite:///{tmp / 'optuna.db'}"
+    return {
+        name: optuna.load_study(study_name=name, storage=url).trials
+        for name in optuna.get_all_study_names(url)
+    }

@@ -134,6 +134,17 @@ def _unknown_profile(tmp: Path, base: dict):
     ], "profiles: no profile 'huge' in this file; profiles: smoke"
 
 
+def _override_case(override: str, expected: str) -> Case:
+    return lambda tmp, base: ([str(_study_with(tmp, base)), "--set", override], expected)
+
+
+def _relative_data_path(tmp: Path, base: dict):
+    """A path in a study file means the file's folder, wherever the command runs (here the
+    repository); the error names the path it looked for."""
+    study = _study_with(tmp, base, data__test="bad.txt")
+    return [str(study)], f"error: {tmp}/bad.txt: file not found"
+
+
 CASES: dict[str, Case] = {
     "malformed CoNLL line": _data_case(
         "train", "john\tB-PER\nlives\n", lambda p: f"{p}:2: expected at least 2 columns"
@@ -200,6 +211,20 @@ CASES: dict[str, Case] = {
     "unreachable --address": _unreachable_address,
     "storage not writable": _unwritable_storage,
     "MLflow server down": _tracking_server_down,
+    "override of an unknown key": _override_case(
+        "fixed.epohcs=5",
+        "--set fixed.epohcs=5: fixed.epohcs: unknown factor 'epohcs' (did you mean 'epochs'?)",
+    ),
+    "override of the wrong type": _override_case(
+        "fixed.epochs=abc",
+        "--set fixed.epochs=abc: fixed.epochs: 'abc' is not allowed: epochs takes an integer",
+    ),
+    "override without a value": _override_case("fixed.epochs", "--set fixed.epochs: expected"),
+    "data path relative to the study file": _relative_data_path,
+    "Optuna storage not a URL": lambda tmp, base: (
+        [str(_study_with(tmp, base)), "--optuna-storage", "optuna.db"],
+        "--optuna-storage optuna.db: not a database URL",
+    ),
 }
 
 

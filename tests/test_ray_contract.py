@@ -93,3 +93,36 @@ def test_tune_saves_and_restores_a_searcher_through_its_save_and_restore(tmp_pat
     assert fresh.__dict__ == searcher.__dict__
     assert fresh.suggest("t1") == configs[1]
     assert TrialScheduler.CONTINUE != TrialScheduler.STOP != TrialScheduler.PAUSE
+
+
+def test_a_restored_tuner_runs_with_the_run_config_the_driver_changed(tmp_path):
+    """A resumed phase gets this invocation's output settings and progress callback: changes
+    to `run_config_of(tuner)` of a restored Tuner reach its `fit`."""
+    import ray
+    from ray import tune
+
+    from study.search.tune_internals import run_config_of
+
+    class Seen(tune.Callback):
+        def __init__(self):
+            self.trials = []
+
+        def on_experiment_end(self, trials, **info):
+            self.trials = list(trials)
+
+    def trainable(config):
+        tune.report({"score": 1.0})
+
+    ray.init(num_cpus=1, include_dashboard=False, object_store_memory=128 * 1024**2)
+    try:
+        config = tune.RunConfig(name="exp", storage_path=str(tmp_path), verbose=1)
+        tune.Tuner(trainable, run_config=config).fit()
+        restored = tune.Tuner.restore(str(tmp_path / "exp"), trainable=trainable)
+        run_config = run_config_of(restored)
+        assert run_config.verbose == 1  # as saved
+        seen = Seen()
+        run_config.verbose, run_config.callbacks = 0, [seen]
+        restored.fit()
+    finally:
+        ray.shutdown()
+    assert len(seen.trials) == 1  # the callback set after restoring ran

@@ -408,8 +408,8 @@ BAD = [
      "fixed.warmup_ratio: 1.5 is not allowed: expected in [0, 1)", "warmup_ratio: 1.5"),
     ("trial type", {"fixed.epochs": "three"},
      "fixed.epochs: 'three' is not allowed: epochs takes an integer", "epochs: three"),
-    ("number written as text", {"fixed.lr": "1e-5", "search": {}, "phases.explore": None,
-     "phases.confirm.select": None}, "(YAML reads 1e-5 as text", "lr: 1e-5"),
+    ("number quoted as text", {"fixed.lr": "0.001", "search": {}, "phases.explore": None,
+     "phases.confirm.select": None}, "(0.001 is quoted, so YAML reads it as text", "lr: '0.001'"),
     ("missing description", drop("description"), "description is missing", None),
     ("data not a mapping", {"data": "wnut16"}, "data: 'wnut16' is not allowed", "data: wnut16"),
 ]  # fmt: skip

@@ -16,7 +16,13 @@ from collections import Counter
 import pyarrow.fs as pafs
 import pytest
 
-from study.execution.saved_state import RESERVE_FILE, SpaceReserve, check_restorable, damaged_state
+from study.execution.saved_state import (
+    RESERVE_FILE,
+    SpaceReserve,
+    check_restorable,
+    damaged_state,
+    has_saved_state,
+)
 from study.execution.storage_guard import (
     StorageFull,
     is_storage_full,
@@ -71,6 +77,18 @@ def test_a_damaged_experiment_state_is_refused_in_one_line_not_restarted(tmp_pat
     line = str(refused.value)
     assert "\n" not in line and "cannot resume phase explore" in line
     assert "experiment_state-2026-01-02_00-00-00.json" in line and "without --resume" in line
+
+
+def test_a_phase_stopped_before_its_first_save_starts_afresh(tmp_path):
+    """A Tuner writes `tuner.pkl` when it is made; a driver killed before Tune's first save
+    leaves only that, and such a phase is made anew rather than restored (Tune would run one
+    trial of it and never finish). Seen when a kill came as a confirm round started."""
+    fs, phase = pafs.LocalFileSystem(), tmp_path / "confirm-round1"
+    phase.mkdir()
+    (phase / "tuner.pkl").write_bytes(b"...")
+    assert not has_saved_state(fs, str(phase))
+    (phase / "experiment_state-2026-01-01_00-00-00.json").write_text('{"trial_data": []}')
+    assert has_saved_state(fs, str(phase))
 
 
 def test_space_reserve_holds_real_blocks_and_frees_them(tmp_path):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+import yaml
+from mlflow.tracking import MlflowClient
 
 from tests.study_helpers import (
     REPO,
@@ -18,11 +21,13 @@ from tests.study_helpers import (
     finished_trials,
     kill_driver,
     metric_steps,
+    optuna_trials,
     read_until,
     run_study,
     runs_by_kind,
     start_driver,
     study_command,
+    tracking_uri,
     write_study,
 )
 
@@ -107,10 +112,48 @@ def test_progress_lines_and_summary_are_printed(finished_study):
     _, done = finished_study
     finished_lines = [line for line in done.stderr.splitlines() if "trial finished:" in line]
     assert len(finished_lines) == 12
+    # not a terminal: the progress line is logged at the end of each phase (and once a
+    # minute), and Ray's own tables, trial names and checkpoint lines stay out (--verbose
+    # shows them)
+    progress = [line for line in done.stderr.splitlines() if "study.progress: progress:" in line]
+    assert len(progress) >= 2, done.stderr[-3000:]
+    assert any("explore 8/8 | confirm 0/4 | best depth=" in line for line in progress)
+    assert re.search(r"explore 8/8 \| confirm 4/4 \| best depth=\d: dev_loss [\d.]+ \| "
+                     r"(\d+m)?\d+s, ETA 0s$", progress[1]), progress[1]  # fmt: skip
+    output = done.stdout + done.stderr
+    for ray_line in ("Checkpoint successfully created", "Trial status", "train_tagger_",
+                     "Configuration for experiment"):  # fmt: skip
+        assert ray_line not in output, ray_line
     assert "confirm phase, mean ± std over seeds" in done.stdout
     arm_lines = [line for line in done.stdout.splitlines() if line.startswith("  depth=")]
     assert len(arm_lines) == 2  # the study metric (dev_loss) is shown beside dev/test F1
     assert all("dev_f1 " in line and "dev_loss " in line and "(n=2)" in line for line in arm_lines)
+
+
+def test_the_study_run_records_overrides_the_merged_study_and_optuna_studies(finished_study):
+    tmp, _ = finished_study
+    (study_run,) = runs_by_kind(tmp)["study"]
+    tags = study_run.data.tags
+    assert json.loads(tags["overrides"]) == ["fixed.max_length=32"]
+    (tmp / "downloaded").mkdir(exist_ok=True)
+    local = MlflowClient(tracking_uri(tmp)).download_artifacts(
+        study_run.info.run_id, "study.yaml", str(tmp / "downloaded")
+    )
+    merged = yaml.safe_load(Path(local).read_text())
+    assert merged["fixed"]["max_length"] == 32 and merged["phases"]["confirm"]["seeds"] == 2
+    assert tags["optuna_storage"] == f"sqlite:///{tmp}/optuna.db"
+    studies = optuna_trials(tmp)
+    assert {name.rsplit("/", 1)[-1] for name in studies} == {"depth=3", "depth=2"}
+    for name, trials in studies.items():
+        assert name.startswith("teststudy/default-") and "/explore/" in name
+        assert tags["optuna_studies"].replace("<arm>", name.rsplit("/", 1)[-1]) == name
+        # sample 0 (lr 3e-3) completed, sample 1 (lr 1e-6) pruned at the first rung, as ASHA
+        # decided in MLflow; each with the seed-mean dev_loss at each evaluation
+        done, pruned = sorted(trials, key=lambda t: t.user_attrs["sample"])
+        assert (done.state.name, pruned.state.name) == ("COMPLETE", "PRUNED")
+        assert done.params == {"lr": 3e-3} and len(done.intermediate_values) == 4
+        assert done.value == pytest.approx(done.intermediate_values[3])
+        assert 1 <= len(pruned.intermediate_values) < 4
 
 
 def test_dry_run_prints_the_plan_without_running(tmp_path, tiny_model, tiny_corpus):
@@ -128,26 +171,34 @@ def test_dry_run_prints_the_plan_without_running(tmp_path, tiny_model, tiny_corp
 def test_resume_after_two_sigkills_finishes_without_reruns_or_duplicates(
     tmp_path, tiny_model, tiny_corpus
 ):
-    """12 trials; the driver and its Ray are killed mid-explore, then again mid-confirm."""
+    """12 trials; the driver and its Ray are killed mid-explore, then again mid-confirm. The
+    run was started with an override, and each resume gives the same one."""
     study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+    same = ("--set", "max_failures=0")
     first: list[str] = []
-    driver = start_driver(study, tmp_path)
+    driver = start_driver(study, tmp_path, *same)
     assert read_until(driver, lambda seen: len(finished_trials(seen)) >= 3, first)
     kill_driver(driver, first)
     assert not finished_trials(first, "confirm")  # the first kill came during explore
 
     second: list[str] = []
-    driver = start_driver(study, tmp_path, "--resume")
+    driver = start_driver(study, tmp_path, "--resume", *same)
     assert read_until(driver, lambda seen: len(finished_trials(seen, "confirm")) >= 1, second)
     kill_driver(driver, second)
     assert any("resuming" in line for line in second)
 
-    resumed = run_study(study, tmp_path, "--resume")
+    resumed = run_study(study, tmp_path, "--resume", *same)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     third = resumed.stderr.splitlines()
     assert_each_trial_ended_once([first, second, third], 12)
     assert len(finished_trials(third, "confirm")) >= 1 and not finished_trials(third, "explore")
     assert_every_trial_once(tmp_path, 12)
+    assert "Trial status" not in resumed.stdout  # a restored phase is as quiet as a new one
+    # each arm's Optuna study holds its two samples once, however often the driver restarted
+    for trials in optuna_trials(tmp_path).values():
+        current = [t for t in trials if not t.user_attrs.get("superseded")]
+        assert sorted(t.user_attrs["sample"] for t in current) == [0, 1]
+        assert all(t.state.is_finished() for t in trials)
 
 
 def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_corpus):
@@ -276,9 +327,13 @@ def test_confirm_rounds_stop_once_every_comparison_is_decided(tmp_path, tiny_mod
     phases = {"explore": {"samples": 2, "seeds": 2}, "confirm": confirm}
     analysis = {"primary": "dev_loss", "margin": 10.0}
     study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases, analysis=analysis)
-    done = run_study(study, tmp_path)
+    done = run_study(study, tmp_path, "--verbose")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "after 2 units: equivalent" in done.stderr
+    # --verbose: Ray's own output as well as the study's
+    output = done.stdout + done.stderr
+    assert "Checkpoint successfully created" in output and "Trial status" in output
+    assert "trial finished:" in done.stderr and "study.progress: progress:" in done.stderr
     assert "confirm round 1" not in done.stderr
     confirm_seeds = {
         r.data.tags["seed"] for r in runs_by_kind(tmp_path)["trial"]

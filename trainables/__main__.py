@@ -18,6 +18,7 @@ import yaml
 from trainables.config import TrialConfig
 from trainables.errors import TrainingDiverged, UserInputError, joined
 from trainables.train import Trial
+from trainables.yaml_reading import load_yaml, parse_value
 
 log = logging.getLogger("trainables.train")  # the logger a trial's own lines go to
 
@@ -28,19 +29,8 @@ def _parse_overrides(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep:
             raise UserInputError(f"--set {pair!r}: expected KEY=VALUE")
-        out[key] = _scalar(value)
+        out[key] = parse_value(value)  # as YAML: `3e-3` a number, `off` a word
     return out
-
-
-def _scalar(text: str):
-    """YAML's reading of a value, except that `3e-3` is a number (YAML 1.1 calls it text)."""
-    value = yaml.safe_load(text)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _run_logged(trial: Trial, checkpoint_dir: str | None, metrics_out: str | None) -> dict:
@@ -77,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     started = time.time()
     try:
-        values = yaml.safe_load(Path(args.config).read_text()) or {} if args.config else {}
+        values = load_yaml(Path(args.config).read_text()) or {} if args.config else {}
         values.update(_parse_overrides(args.set))
         trial = Trial(TrialConfig.from_dict(values))
         if args.resume:

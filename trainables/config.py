@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainables.errors import ConfigError
+from trainables.yaml_reading import bool_word
 
 SCHEDULES = ("linear", "cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
@@ -74,7 +75,7 @@ class TrialConfig:
                 f"unknown trial setting(s) {', '.join(unknown)}; "
                 f"known: {', '.join(cls.field_names())}"
             )
-        config = cls(**values)
+        config = cls(**{name: normalized(name, value) for name, value in values.items()})
         config.check_types()
         config.validate()
         return config
@@ -86,6 +87,9 @@ class TrialConfig:
             value = getattr(self, name)
             ok = value is None or (isinstance(value, kind) and not isinstance(value, bool))
             _check(ok, name, value, "a number" if kind is not int else "an integer")
+        for name in _BOOL_FIELDS:
+            value = getattr(self, name)
+            _check(isinstance(value, bool), name, value, "true or false (or yes/no, on/off)")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -141,6 +145,16 @@ _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {
         )
     },
 }  # fmt: skip
+
+
+_BOOL_FIELDS = tuple(f.name for f in dataclasses.fields(TrialConfig) if f.type == "bool")
+
+
+def normalized(name: str, value: Any) -> Any:
+    """A setting as the trial takes it: a boolean setting also takes yes/no/on/off, which
+    YAML 1.1 read as booleans (trainables/yaml_reading.py), so older files keep their meaning."""
+    word = bool_word(value) if name in _BOOL_FIELDS else None
+    return value if word is None else word
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:

@@ -38,8 +38,9 @@ def _embedded_folder() -> str:
     return str(folder)
 
 
-def _looks_like_path(name: str) -> bool:
-    # Hub ids contain at most one '/', so anything else path-shaped is meant as a local folder.
+def looks_like_path(name: str) -> bool:
+    """Whether a model or dataset name can only mean a local path: hub ids contain at most one
+    '/', so anything else path-shaped is meant as a local folder."""
     if name.startswith(("/", "./", "../", "~")) or name in (".", ".."):
         return True
     return (os.sep in name or (os.altsep or "/") in name) and not _HUB_ID.match(name)
@@ -61,7 +62,7 @@ def resolve_model(name_or_path: str) -> str:
         return str(path)
     if path.exists():
         raise ModelError(f"{path} is a file, not a Hugging Face model folder")
-    if _looks_like_path(name_or_path):
+    if looks_like_path(name_or_path):
         raise ModelError(f"model path {name_or_path} does not exist")
     return name_or_path
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from study.execution.storage import StudyStore
 from study.plan import StudyPlan
+from study.progress.line import StudyProgress
 from study.spec import StudySpec
 
 
@@ -22,3 +23,6 @@ class PhaseContext:
     arm_runs: dict[str, str]  # arm id -> MLflow run id
     max_concurrent: int | None = None
     reuse_workers: bool = True  # a local Ray keeps a trial's worker for the next trial
+    verbose: bool = False  # Ray's own tables and lines as well as the study's
+    progress: StudyProgress | None = None  # the study's progress line
+    optuna_storage: str | None = None  # RDB URL the explore samples are copied to

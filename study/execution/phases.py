@@ -39,7 +39,12 @@ def run_phases(context: PhaseContext, state: dict[str, Any]) -> bool:
 
 
 def run_explore(context: PhaseContext) -> bool:
-    searcher = ArmSearcher(context.spec, context.plan.arms)
+    searcher = ArmSearcher(
+        context.spec,
+        context.plan.arms,
+        optuna_storage=context.optuna_storage,
+        optuna_prefix=context.study_dir,
+    )
     scheduler = ArmAwareASHA(searcher, context.max_concurrent)
     phase = next(p for p in context.plan.phases if p.name == EXPLORE)
     return run_experiment(context, EXPLORE, searcher, scheduler, phase.trials)

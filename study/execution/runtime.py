@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import ray
 
 from study.execution.storage import StudyStore, is_uri
+from study.progress.quiet import ray_init_options
 from study.tracking import StudyTracker
 from study.tracking.start import connect_tracking
 from trainables.errors import UserInputError, first_line
@@ -39,11 +40,15 @@ def check_address(address: str | None, timeout_s: float = 5.0) -> None:
         ) from err
 
 
-def start_ray(address: str | None, num_cpus: int | None, store: StudyStore) -> None:
-    """Start a local Ray, or join a cluster; refuse local-only storage on several hosts."""
+def start_ray(
+    address: str | None, num_cpus: int | None, store: StudyStore, verbose: bool = False
+) -> None:
+    """Start a local Ray, or join a cluster; refuse local-only storage on several hosts.
+    Unless `verbose`, the trials' processes keep Ray's own info lines to themselves."""
     if ray.is_initialized():
         return
     quiet = {"include_dashboard": False, "logging_level": logging.WARNING}
+    quiet |= ray_init_options(verbose)
     try:
         if address:
             ray.init(address=address, **quiet)
@@ -85,14 +90,19 @@ def storage_problem(nodes: list[dict], store: StudyStore) -> str | None:
 
 
 def start_tracking_and_ray(
-    uri: str, study: str, address: str | None, num_cpus: int | None, store: StudyStore
+    uri: str,
+    study: str,
+    address: str | None,
+    num_cpus: int | None,
+    store: StudyStore,
+    verbose: bool = False,
 ) -> StudyTracker:
     """Open the MLflow store (its schema, for a new sqlite file) while Ray starts: seconds
     each, mostly waiting. A store that cannot be used stops Ray again and is said last."""
     with ThreadPoolExecutor(1, thread_name_prefix="mlflow") as pool:
         tracking = pool.submit(connect_tracking, uri, study)
         try:
-            start_ray(address, num_cpus, store)
+            start_ray(address, num_cpus, store, verbose)
         except UserInputError:
             tracking.result()  # a tracking error is said first
             raise

@@ -84,14 +84,26 @@ def rewrite_from_staging(storage) -> bool:
     return damaged_state(fs, target) is None
 
 
-def damaged_state(fs: pafs.FileSystem, experiment: str) -> str | None:
-    """Why the newest experiment state in `experiment` cannot be read, or None."""
+def _state_files(fs: pafs.FileSystem, experiment: str) -> list[str]:
     selector = pafs.FileSelector(experiment, allow_not_found=True)
-    names = sorted(
+    return sorted(
         info.base_name
         for info in fs.get_file_info(selector)
         if fnmatch.fnmatch(info.base_name, STATE_PATTERN)
     )
+
+
+def has_saved_state(fs: pafs.FileSystem, experiment: str) -> bool:
+    """Whether Tune saved the experiment's state at least once. A driver stopped between
+    creating a Tuner (which writes `tuner.pkl`) and Tune's first save leaves none, and Tune
+    restoring such a folder runs a single trial and never finishes the phase; no trial can
+    have reported before that first save, so the phase starts afresh instead."""
+    return bool(_state_files(fs, experiment))
+
+
+def damaged_state(fs: pafs.FileSystem, experiment: str) -> str | None:
+    """Why the newest experiment state in `experiment` cannot be read, or None."""
+    names = _state_files(fs, experiment)
     if not names:
         return None  # nothing saved yet: Tune's own check says so
     with fs.open_input_stream(join_storage(experiment, names[-1])) as src:

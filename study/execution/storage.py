@@ -9,7 +9,6 @@ files go through pyarrow's filesystem layer, as Ray's own do.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 import uuid
@@ -20,8 +19,6 @@ import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
 from trainables.errors import UserInputError
-
-log = logging.getLogger(__name__)
 
 STATE_FILE = "study.json"
 
@@ -123,5 +120,4 @@ def study_folder(
             f"--resume: no earlier run of study {study} (profile {profile}) in {store.root}; "
             "run it once without --resume"
         )
-    log.info("resuming %s", store.join(latest))
     return latest, state

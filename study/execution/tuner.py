@@ -18,12 +18,15 @@ import ray
 from ray import tune
 
 from study.execution.context import PhaseContext
-from study.execution.saved_state import check_restorable
+from study.execution.saved_state import check_restorable, has_saved_state
 from study.execution.storage import drop_checkpoints
 from study.execution.storage_guard import StorageGuard
 from study.execution.storage_outage import OutageGuard
 from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
+from study.progress.callback import ProgressCallback
+from study.progress.quiet import tune_verbosity
 from study.search import ExploreTrial
+from study.search.tune_internals import run_config_of
 from study.tracking import MlflowTrackingCallback
 from trainables.tune_adapter import train_tagger
 
@@ -38,14 +41,26 @@ def make_tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: 
     """A new Tuner for experiment `name`, or the saved one when it exists (`--resume`): Tune
     then restores the searcher, scheduler and callbacks it pickled, and the ones given here
     go unused."""
-    spec = context.spec
-    trainable = tune.with_resources(train_tagger, dict(spec.resources))
+    trainable = tune.with_resources(train_tagger, dict(context.spec.resources))
     path = context.store.join(context.study_dir, name)
-    if tune.Tuner.can_restore(path):
+    fs, fs_path = context.store.fs, context.store.fs_path(context.study_dir, name)
+    if tune.Tuner.can_restore(path) and has_saved_state(fs, fs_path):
         log.info("%s: restoring the Ray experiment at %s", name, path)
         # Tune would start a damaged phase afresh with its old searcher, and wait forever
-        check_restorable(context.store.fs, context.store.fs_path(context.study_dir, name), name)
-        return tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True)
+        check_restorable(fs, fs_path, name)
+        tuner = tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True)
+    else:
+        if tune.Tuner.can_restore(path):
+            log.info("%s: stopped before Ray saved it; starting it afresh", name)
+        tuner = _new_tuner(context, name, trainable, searcher, scheduler, n_trials)
+    _set_output(tuner, context)
+    return tuner
+
+
+def _new_tuner(
+    context: PhaseContext, name: str, trainable, searcher, scheduler, n_trials: int
+) -> tune.Tuner:
+    spec = context.spec
     callback = MlflowTrackingCallback(
         context.tracking_uri, spec.name, context.study_run, context.arm_runs, spec.metric.name
     )
@@ -67,9 +82,20 @@ def make_tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: 
             callbacks=[StorageGuard(), OutageGuard(), callback],  # guards first: see them
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            verbose=1,
+            verbose=tune_verbosity(context.verbose),
         ),
     )
+
+
+def _set_output(tuner: tune.Tuner, context: PhaseContext) -> None:
+    """Tune's own output as this invocation asks (a restored experiment was saved with its
+    first invocation's), and the study's progress line fed from Tune's loop."""
+    run_config = run_config_of(tuner)
+    if run_config is None:  # Ray Client: Tune runs on the cluster
+        return
+    run_config.verbose = tune_verbosity(context.verbose)
+    kept = [c for c in run_config.callbacks or [] if not isinstance(c, ProgressCallback)]
+    run_config.callbacks = kept + ([ProgressCallback(context.progress)] if context.progress else [])
 
 
 def trials_at_once(
@@ -104,8 +130,15 @@ def run_experiment(context: PhaseContext, name: str, searcher, scheduler, n_tria
     at_once = trials_at_once(
         context.spec.resources, ray.cluster_resources(), context.max_concurrent
     )
-    with _pending_trials(at_once):
-        results = make_tuner(context, name, searcher, scheduler, n_trials).fit()
+    progress = context.progress
+    if progress is not None:
+        progress.experiment_started(at_once)
+    try:
+        with _pending_trials(at_once):
+            results = make_tuner(context, name, searcher, scheduler, n_trials).fit()
+    finally:
+        if progress is not None:
+            progress.experiment_ended()
     saved = saved_trials(context.store.join(context.study_dir, name))
     log.info("phase %s: trial states %s", name, dict(Counter(t.status for t in saved)))
     stopped_live = any(t.status in LIVE for t in saved)

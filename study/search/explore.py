@@ -39,6 +39,7 @@ from ray.tune.search import Searcher
 from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
 from study.plan import Arm, max_epochs, study_tags, trial_config
 from study.search.confirm import best_per_arm
+from study.search.optuna_storage import study_name, write_arm
 from study.search.record import SampleRecord
 from study.search.saved import SavedSearcher
 from study.search.tune_internals import (
@@ -49,17 +50,34 @@ from study.search.tune_internals import (
     new_asha,
 )
 from study.spec import StudySpec, finite_points
+from trainables.errors import first_line
 
 log = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 MAX_REPEATS = 50  # Optuna asks before an unused point of a finite space is taken in order
+_storage_failed = False  # the Optuna storage failed once in this process: said already
 
 
 class ArmSearcher(SavedSearcher):
-    """Explore phase: per-arm seeded TPE samples, each run once per seed; owns the sample book."""
+    """Explore phase: per-arm seeded TPE samples, each run once per seed; owns the sample book.
 
-    def __init__(self, spec: StudySpec, arms: list[Arm], *, sampler_seed: int = 0):
+    With `optuna_storage` (an RDB URL) and `optuna_prefix`, each arm's samples are also
+    written there whenever Tune saves the searcher (`study.search.optuna_storage`)."""
+
+    # studies saved before the Optuna storage existed unpickle without these
+    _optuna_url: str | None = None
+    _optuna_names: dict[str, str] = {}
+
+    def __init__(
+        self,
+        spec: StudySpec,
+        arms: list[Arm],
+        *,
+        sampler_seed: int = 0,
+        optuna_storage: str | None = None,
+        optuna_prefix: str = "",
+    ):
         super().__init__(metric=spec.metric.name, mode=spec.metric.mode)
         assert spec.explore is not None
         self._spec = spec
@@ -83,6 +101,8 @@ class ArmSearcher(SavedSearcher):
         self._queue: list[tuple[SampleRecord, int]] = []
         self._asked = 0  # samples asked so far, over all arms (round robin)
         self._trial_sample: dict[str, tuple[str, int]] = {}  # Tune trial id -> (sample, seed)
+        self._optuna_url = optuna_storage
+        self._optuna_names = {a.id: study_name(optuna_prefix, EXPLORE, a.id) for a in arms}
 
     def _make_asha(self, arm: Arm):
         if self._spec.explore.asha is None:
@@ -91,6 +111,28 @@ class ArmSearcher(SavedSearcher):
         return new_asha(self._spec.metric.mode, max_t, self._grace(max_t), self._reduction())
 
     # --- Tune's Searcher interface ---------------------------------------------------------
+    def save(self, checkpoint_path: str) -> None:
+        super().save(checkpoint_path)
+        self._write_optuna_storage()
+
+    def _write_optuna_storage(self) -> None:
+        """The state just saved, copied to the Optuna storage; a failure there is logged once
+        and never stops the study."""
+        global _storage_failed
+        if not self._optuna_url:
+            return
+        direction = "maximize" if self.mode == "max" else "minimize"
+        try:
+            for arm in self._arms:
+                samples = [s for s in self.samples.values() if s.arm == arm.id]
+                name = self._optuna_names[arm.id]
+                write_arm(self._optuna_url, name, direction, samples, self._distributions)
+        except Exception as err:  # noqa: BLE001 - the study matters more than its copy
+            if not _storage_failed:
+                log.warning("could not write the Optuna storage %s: %s", self._optuna_url,
+                            first_line(err, 300))  # fmt: skip
+            _storage_failed = True
+
     def suggest(self, trial_id: str) -> dict | None:
         if not self._queue and not self._ask_next_sample():
             return Searcher.FINISHED

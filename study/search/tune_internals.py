@@ -16,7 +16,10 @@ The assumptions:
 - a trial's `status` is one of `Trial.PENDING/RUNNING/PAUSED/...` and its `config` is the
   dict the searcher suggested;
 - Tune reads the metric a scheduler follows from its private `_metric` (checking results for
-  it), and `set_search_properties` keeps one that is already set.
+  it), and `set_search_properties` keeps one that is already set;
+- a Tuner's `_local_tuner.get_run_config()` is the RunConfig its `fit` runs with, also for a
+  restored Tuner (whose RunConfig Tune unpickled), so the driver can set the output of a
+  restored experiment (`run_config_of`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ TIME_ATTR = "epoch"  # every trial reports `epoch`; rungs are in epochs
 ASHA_METRIC = "seed_mean"  # what a sample reports to its arm's ASHA
 
 PENDING, RUNNING, PAUSED = Trial.PENDING, Trial.RUNNING, Trial.PAUSED
+FINISHED_STATES = (Trial.TERMINATED, Trial.ERROR)
 
 
 # --- Ray's ASHA, judging samples ----------------------------------------------------------
@@ -96,3 +100,11 @@ def follow_metric(scheduler: TrialScheduler, metric: str, mode: str) -> None:
     """Name the metric a scheduler follows, as Ray's own schedulers do in their constructor:
     Tune then checks every result for it, and leaves it alone in `set_search_properties`."""
     scheduler._metric, scheduler._mode = metric, mode
+
+
+# --- the Tuner ----------------------------------------------------------------------------
+def run_config_of(tuner):
+    """The RunConfig a Tuner's `fit` will use, new or restored; None under Ray Client, where
+    Tune runs on the cluster and the driver cannot change it."""
+    local = getattr(tuner, "_local_tuner", None)
+    return local.get_run_config() if local is not None else None

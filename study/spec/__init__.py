@@ -8,7 +8,8 @@ lists the keys; `load_study` sums up how they combine. No Ray here: the spec is 
 that `study.plan` expands.
 
 One job per module: `reading` (the file and each field's line), `document` (the `Doc` every
-check reports through, and the wording of its one-line errors), `profiles`, `factors` (grid,
+check reports through, and the wording of its one-line errors), `profiles`, `overrides` (the
+command line's `--set KEY=VALUE`), `paths` (files relative to the study file), `factors` (grid,
 fixed, the value checks), `distributions` (the search kinds and their registry), `phases`
 (seeds, explore, confirm, the declared analysis), `arms` (each arm as a whole), `build`
 (`load_study` and the top-level settings), `validated` (the `StudySpec` it returns), `keys`
@@ -29,6 +30,7 @@ from study.spec.distributions import (
 )
 from study.spec.document import FieldPath, SpecError
 from study.spec.keys import FACTORS, LAYER_FIELDS, SECTIONS, SET_AT_TOP, TOP_LEVEL_KEYS
+from study.spec.overrides import Override, check_same_overrides, parse_overrides
 from study.spec.reading import SEARCH_SPACES, display_path, known_studies
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase, Metric, StudySpec
 
@@ -39,6 +41,7 @@ _model_config = model_config
 __all__ = [
     "FACTORS", "KINDS", "LAYER_FIELDS", "SEARCH_SPACES", "SECTIONS", "SET_AT_TOP",
     "TOP_LEVEL_KEYS", "AshaSettings", "Categorical", "ConfirmPhase", "Distribution",
-    "ExplorePhase", "FieldPath", "IntRange", "LogUniform", "Metric", "SpecError", "StudySpec",
-    "Uniform", "display_path", "finite_points", "known_studies", "load_study", "model_config",
+    "ExplorePhase", "FieldPath", "IntRange", "LogUniform", "Metric", "Override", "SpecError",
+    "StudySpec", "Uniform", "check_same_overrides", "display_path", "finite_points",
+    "known_studies", "load_study", "model_config", "parse_overrides",
 ]  # fmt: skip

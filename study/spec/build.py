@@ -1,16 +1,17 @@
-"""`load_study`: read a study file, apply the profile, check every section and build the
-`StudySpec`; also the top-level settings (description, model, data, metric, resources) and
-the model's shape, read from its config alone."""
+"""`load_study`: read a study file, apply the profile and the command-line overrides, check
+every section and build the `StudySpec`; also the top-level settings (description, model,
+data, metric, resources) and the model's shape, read from its config alone."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from study.spec.arms import check_arms
 from study.spec.distributions import search_space
-from study.spec.document import Doc
+from study.spec.document import Doc, FieldPath
 from study.spec.factors import (
     Shape,
     compare_baseline,
@@ -18,13 +19,16 @@ from study.spec.factors import (
     fixed_factors,
     grid_factors,
 )
+from study.spec.overrides import apply_overrides, parse_overrides
+from study.spec.paths import data_locations, model_location
 from study.spec.phases import declared_analysis, study_phases, study_seeds
 from study.spec.profiles import apply_profile
 from study.spec.reading import SEARCH_SPACES, find_study, read_study
 from study.spec.validated import Metric, StudySpec
 from trainables import layouts
 from trainables.config import TrialConfig
-from trainables.errors import ModelError
+from trainables.data.sources import CORPUS_KINDS, SPLITS, data_inputs
+from trainables.errors import ConfigError, ModelError
 from trainables.model_source import read_config_json, resolve_model
 
 METRIC_MODES = ("max", "min")
@@ -35,6 +39,7 @@ def load_study(
     profile: str | None = "default",
     folder: Path = SEARCH_SPACES,
     *,
+    overrides: Sequence[str] = (),
     resolve_model_layers: bool = True,
     download: bool = False,
 ) -> StudySpec:
@@ -53,17 +58,23 @@ def load_study(
     A hub id is read from the local Hugging Face cache only (from the hub too if `download`);
     when it is not there, or when `resolve_model_layers` is False, layer counts are unknown:
     `model_layers` and `model_heads` are 0, depths stay as written and only their form is checked.
+
+    `overrides` are `KEY=VALUE` texts (`fixed.epochs=5`), applied after the profile and checked
+    like the file (see `study.spec.overrides`). Paths resolve against the study file's folder,
+    those given in an override against the current folder (see `study.spec.paths`).
     """
+    parsed = parse_overrides(overrides)
     path = find_study(name_or_path, Path(folder))
     base = read_study(path)
-    doc = apply_profile(base, profile)
+    doc = apply_overrides(apply_profile(base, profile), parsed)
     return _build(doc, path, resolve_model_layers, download)
 
 
 def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudySpec:
     description = _description(doc)
-    model = _model_name(doc)
-    data = _data(doc)
+    folder = path.resolve().parent
+    model = model_location(doc, _model_name(doc), folder)
+    data = _data(doc, folder)
     metric = _metric(doc)
     shape = _model_shape(doc, model, resolve_layers, download)
     sections = factor_sections(doc)
@@ -123,13 +134,29 @@ def _model_name(doc: Doc) -> str:
     return value.strip()
 
 
-def _data(doc: Doc) -> dict:
+def _data(doc: Doc, folder: Path) -> dict:
+    """The data sources, checked without reading them, their paths made absolute."""
     value = doc.data.get("data")
     if value is None:
         return copy.deepcopy(TrialConfig().data)
     if not isinstance(value, dict):
         raise doc.bad(("data",), value, "a mapping such as {embedded: wnut16}")
-    return value
+    doc.check_keys(("data",), value, (*CORPUS_KINDS, *SPLITS, "extra"), "data")
+    located = data_locations(doc, value, folder)
+    try:
+        data_inputs(located)
+    except ConfigError as err:
+        raise doc.fail(*_field_and_text(str(err))) from None
+    return located
+
+
+def _field_and_text(message: str) -> tuple[FieldPath, str]:
+    """A data error's field and what it says: its message starts with the field
+    (`data.train: ...`), which the study's error names with its line instead."""
+    field, _, text = message.partition(": ")
+    if field.startswith("data") and text:
+        return tuple(field.split(".")), text
+    return ("data",), message
 
 
 def _metric(doc: Doc) -> Metric:

@@ -3,8 +3,9 @@ point at them.
 
 Every check of a study reports through a `Doc`: `doc.bad(path, value, allowed)` gives
 `file:line: field: value is not allowed: what is`, where the line is the one the applied
-profile writes the field on, else the one the base writes it on. The wording helpers below
-keep values, field names and suggestions alike in every message.
+profile writes the field on, else the one the base writes it on; a field that a command-line
+override wrote (`--set fixed.epochs=abc`) is named by that override instead of a line. The
+wording helpers below keep values, field names and suggestions alike in every message.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from study.spec.keys import FACTORS
@@ -21,7 +22,7 @@ from trainables.errors import ConfigError, joined
 
 FieldPath = tuple[str | int, ...]
 
-_TEXT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+_TEXT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 class SpecError(ConfigError):
@@ -36,6 +37,23 @@ class Doc:
     data: dict
     lines: dict[FieldPath, int]
     profile: str | None = None
+    overrides: dict[FieldPath, str] = field(default_factory=dict)  # path -> `--set K=V`
+
+    def override_of(self, path: FieldPath) -> str | None:
+        """The `--set` option that wrote `path`, or a field around it; None when the file did."""
+        for cut in range(len(path), 0, -1):
+            if path[:cut] in self.overrides:
+                return self.overrides[path[:cut]]
+        return None
+
+    def _where(self, path: FieldPath) -> tuple[str, str]:
+        """What an error about `path` starts with (`file:line` or the override) and the
+        field's shown name."""
+        source = self.override_of(path)
+        if source is not None:
+            return source, dotted(path)
+        line, name = self.locate(path)
+        return f"{self.display}:{line}", name
 
     def locate(self, path: FieldPath) -> tuple[int, str]:
         """Line and shown name of `path`: where the applied profile writes it (or the nearest
@@ -51,15 +69,15 @@ class Doc:
         return 1, dotted(path)
 
     def fail(self, path: FieldPath, text: str) -> SpecError:
-        line, name = self.locate(path)
-        return SpecError(f"{self.display}:{line}: {name or '(top level)'}: {joined(text)}")
+        where, name = self._where(path)
+        return SpecError(f"{where}: {name or '(top level)'}: {joined(text)}")
 
     def bad(self, path: FieldPath, value: Any, allowed: str) -> SpecError:
         return self.fail(path, f"{show(value)} is not allowed: {allowed}")
 
     def missing(self, path: FieldPath, allowed: str) -> SpecError:
-        line, name = self.locate(path)
-        return SpecError(f"{self.display}:{line}: {name} is missing: {joined(allowed)}")
+        where, name = self._where(path)
+        return SpecError(f"{where}: {name} is missing: {joined(allowed)}")
 
     def mapping(self, path: FieldPath, value: Any, allowed: str) -> None:
         if not isinstance(value, dict):
@@ -110,8 +128,9 @@ def is_int(value: Any) -> bool:
 
 
 def text_number_hint(value: Any) -> str:
+    """A number in quotes is text to YAML; say so, since `1e-5` unquoted is a number here."""
     if isinstance(value, str) and _TEXT_FLOAT.fullmatch(value.strip()):
-        return f" (YAML reads {value} as text: write the number with a dot, e.g. 1.0e-5)"
+        return f" ({value} is quoted, so YAML reads it as text: write it without quotes)"
     return ""
 
 

@@ -12,9 +12,10 @@ from typing import Any, Union
 
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
 from study.spec.keys import FACTORS, LAYER_FIELDS, SECTIONS, SET_AT_TOP
-from trainables.config import TrialConfig
+from trainables.config import TrialConfig, normalized
 from trainables.errors import ConfigError, joined
 from trainables.layouts import DEPTH_FORMS, RELATIVE_DEPTH
+from trainables.yaml_reading import bool_word
 
 _FIELD_TYPES = typing.get_type_hints(TrialConfig)
 HEADS_SHORTHAND = ("one_head_in_blocks", "baseline", "heads")
@@ -66,6 +67,7 @@ def check_value(doc: Doc, path: FieldPath, name: str, value: Any, shape: Shape) 
     it with 'full'/'full-N' depths resolved."""
     if name == "depth":
         return _resolve_depth(doc, path, value, shape)
+    value = normalized(name, value)  # a boolean setting also takes yes/no/on/off
     if not _fits(value, _FIELD_TYPES[name]):
         expected = describe_field(name) + text_number_hint(value)
         raise doc.bad(path, value, f"{name} takes {expected}")
@@ -169,7 +171,10 @@ def _each_head(doc: Doc, path: FieldPath, value: dict, shape: Shape) -> list:
             )
             raise doc.bad((*path, "one_head_in_blocks", index), blocks[index], allowed)
     arms = [[[block, head]] for block in dict.fromkeys(resolved) for head in range(heads)]
-    return ([[]] if value.get("baseline", True) else []) + arms
+    baseline = bool_word(value.get("baseline", True))
+    if baseline is None:
+        raise doc.bad((*path, "baseline"), value["baseline"], "true or false (or yes/no)")
+    return ([[]] if baseline else []) + arms
 
 
 def compare_baseline(doc: Doc, grid: dict[str, tuple], shape: Shape) -> dict | None:

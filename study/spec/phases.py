@@ -14,6 +14,7 @@ from study.spec.distributions import Distribution
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest
 from study.spec.factors import Shape, check_value
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase
+from trainables.yaml_reading import bool_word
 
 CONFIRM_KEYS = ("select", "seeds", "max_seeds", "step", "reuse_explore_seeds", "data_seeds")
 
@@ -149,9 +150,10 @@ def _confirm(
     doc.mapping(path, value, "a mapping with select and seeds")
     doc.check_keys(path, value, CONFIRM_KEYS)
     select = _select(doc, value.get("select"), search, explore is not None, shape)
-    reuse = value.get("reuse_explore_seeds", False)
-    if not isinstance(reuse, bool):
-        raise doc.bad((*path, "reuse_explore_seeds"), reuse, "true or false")
+    written = value.get("reuse_explore_seeds", False)
+    reuse = bool_word(written)
+    if reuse is None:
+        raise doc.bad((*path, "reuse_explore_seeds"), written, "true or false (or yes/no)")
     held_by_explore = len(explore.seeds) if explore and not reuse else 0
     first, step, total = _rounds(doc, value, seeds)
     wanted = value.get("seeds") if total is None else total

@@ -2,8 +2,9 @@
 
 PyYAML's plain loader forgets where things were written, so the file is composed into its
 node tree first; the node marks give each field's line, then the tree is constructed into
-ordinary data. Two equal keys in one mapping, which PyYAML would silently collapse, are an
-error here.
+ordinary data. The loader is the project's one YAML reading (trainables/yaml_reading.py:
+`1e-5` is a number, `off` a word). Two equal keys in one mapping, which PyYAML would silently
+collapse, are an error here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from study.spec.document import Doc, FieldPath, SpecError, dotted
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
 from trainables.errors import joined
+from trainables.yaml_reading import Loader
 
 SEARCH_SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
@@ -72,7 +74,7 @@ def read_study(path: Path) -> Doc:
 
 def _parse_yaml(text: str, display: str) -> tuple[Any, dict[FieldPath, int]]:
     """Safe-load the text keeping its node tree, whose marks give each field's line."""
-    loader = yaml.SafeLoader(text)
+    loader = Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:

@@ -15,8 +15,10 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+import yaml
+
 from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
-from study.names import ANALYSIS_TAG
+from study.names import ANALYSIS_TAG, OVERRIDES_TAG, STUDY_ARTIFACT
 from study.plan import StudyPlan
 from study.spec import StudySpec
 from study.tracking.probe import probe_database, probe_server_store, shown_uri
@@ -49,10 +51,17 @@ def connect_tracking(uri: str, experiment: str) -> StudyTracker:
 
 
 def open_study_runs(
-    tracker: StudyTracker, spec: StudySpec, plan: StudyPlan, state: dict[str, Any]
+    tracker: StudyTracker,
+    spec: StudySpec,
+    plan: StudyPlan,
+    state: dict[str, Any],
+    more_tags: dict[str, str] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """The study run of this invocation (`state["invocation"]`) and one arm run per arm, made
-    or found again; the study run's id is put in `state`."""
+    or found again; the study run's id is put in `state`. The study run records the
+    command-line overrides (`state["overrides"]`), the study as it runs (the file, its
+    profile and the overrides merged, paths resolved) as the artifact `study.yaml`, and
+    `more_tags` (where the explore samples are in Optuna's storage)."""
     tags = {
         "study": spec.name,
         "profile": state["profile"],
@@ -64,11 +73,21 @@ def open_study_runs(
         "study_file": str(spec.path),
         "hardware": hardware(),
         ANALYSIS_TAG: spec.analysis.to_json(),
+        OVERRIDES_TAG: json.dumps(state.get("overrides", [])),
+        **(more_tags or {}),
     }
     if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
         tags["compare_baseline"] = json.dumps(spec.compare_baseline)
     name = f"{spec.name}/{state['profile']}"
     study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
+    tracker.log_text(study_run, merged_study(spec), STUDY_ARTIFACT)
     arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
     state.update(study_run=study_run)
     return study_run, arm_runs
+
+
+def merged_study(spec: StudySpec) -> str:
+    """The study as it runs, as YAML: the file with its profile and the overrides merged, and
+    the model and data paths as resolved."""
+    merged = {**spec.raw, "model": spec.model, "data": spec.data}
+    return yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)

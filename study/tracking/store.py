@@ -207,6 +207,10 @@ class StudyTracker:
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
 
+    def log_text(self, run_id: str, text: str, name: str) -> None:
+        """A small text artifact (written again with the same name on `--resume`)."""
+        self.client.log_text(run_id, text, name)
+
     def last_step(self, run_id: str, metric: str = "step") -> int:
         history = self.client.get_metric_history(run_id, metric)
         return max((int(m.step) for m in history), default=-1)

@@ -17,7 +17,8 @@ from typing import Any
 from trainables.data.sources._kinds import SplitSource
 from trainables.data.tags import check_tag, shortened, to_iob2
 from trainables.data.types import TaggedSentence
-from trainables.errors import DataError
+from trainables.errors import ConfigError, DataError
+from trainables.yaml_reading import bool_word
 
 DOCSTART = "-DOCSTART-"  # a document boundary in CoNLL-2003 and its descendants, not a sentence
 _LANG_PREFIX = re.compile(r"[a-z]{2,3}:(?=.)")
@@ -37,7 +38,12 @@ class ConllSource(SplitSource):
     def from_entry(cls, entry: Any, where: str) -> ConllSource:
         if isinstance(entry, str):
             return cls(entry)
-        return cls(entry["conll"], bool(entry.get("strip_lang_prefix")))
+        flag = entry.get("strip_lang_prefix")  # text: yes/no/on/off (trainables/yaml_reading.py)
+        strip = bool_word(flag) if isinstance(flag, str) else bool(flag)
+        if strip is None:
+            raise ConfigError(f"data.{where}.strip_lang_prefix: {flag!r} is not allowed: "
+                              "true or false (or yes/no, on/off)")  # fmt: skip
+        return cls(entry["conll"], strip)
 
     def sentences(self) -> list[TaggedSentence]:
         return read_conll(self.path, strip_lang_prefix=self.strip_lang_prefix)

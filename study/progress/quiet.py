@@ -1,0 +1,43 @@
+"""Keep Ray's own output out of a study's terminal unless `--verbose`.
+
+Two sources. Tune's driver prints a configuration table per trial, a result table per
+finished trial and a status table every few seconds: its `verbose` setting silences those
+(`tune_verbosity`, set on every experiment by `study.execution.tuner`), except the table and
+the "View detailed results here" lines its newer output engine prints at each experiment's
+start whatever the setting, so the driver uses Tune's plain output engine unless `--verbose`
+(`quiet_driver`). And every trial's process logs `Checkpoint successfully created at: <path>`
+at each evaluation and `Restored on ... from checkpoint` after a restart, which Ray forwards
+to the driver's terminal: `quiet_workers` runs in every worker process of the study (ray.init's
+`worker_process_setup_hook`) and lets only warnings and errors of those loggers through.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+WORKER_HOOK = "study.progress.quiet.quiet_workers"
+OUTPUT_ENGINE_ENV = "RAY_AIR_NEW_OUTPUT"  # Tune's choice of output engine; "0": the plain one
+RAY_LOGGERS = ("ray.train", "ray.tune")
+
+
+def quiet_workers() -> None:
+    for name in RAY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def ray_init_options(verbose: bool) -> dict:
+    """What `ray.init` takes so that trials' processes are quiet (nothing with --verbose)."""
+    return {} if verbose else {"runtime_env": {"worker_process_setup_hook": WORKER_HOOK}}
+
+
+def tune_verbosity(verbose: bool) -> int:
+    """Tune's own tables and status lines: none, or its default with --verbose."""
+    return 1 if verbose else 0
+
+
+def quiet_driver(verbose: bool) -> None:
+    """Before Tune runs: its plain output engine, silent at verbosity 0 (a value the user set
+    wins)."""
+    if not verbose:
+        os.environ.setdefault(OUTPUT_ENGINE_ENV, "0")

@@ -1,0 +1,122 @@
+"""The study's progress line: counts per phase, the best arm so far, elapsed time and an ETA
+from measured trial times; drawn in place on a terminal, logged once a minute elsewhere. (The
+real command line's output is checked in tests/test_study_run.py.)"""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+
+from study.progress.line import CLEAR, StudyProgress, TrialView
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def view(key, phase="explore", arm="depth=6", sample=0, state="finished", completed=True,
+         value=0.5, seconds=100.0) -> TrialView:  # fmt: skip
+    return TrialView(key, phase, arm, sample, state, completed, value, seconds)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+def progress(clock, **kwargs) -> StudyProgress:
+    return StudyProgress({"explore": 8, "confirm": 4}, "dev_f1", "max", clock=clock, **kwargs)
+
+
+def test_counts_best_arm_elapsed_and_eta(clock):
+    line = progress(clock, stream=io.StringIO(), terminal=False)
+    line.experiment_started(at_once=2)
+    clock.now += 130
+    line.update([
+        view("a", arm="depth=6", value=0.5), view("b", arm="depth=6", value=0.7),
+        view("c", arm="depth=5", sample=1, value=0.65, seconds=60.0),
+        view("d", arm="depth=5", sample=1, state="finished", completed=False, value=0.1,
+             seconds=20.0),  # pruned: it counts as finished, not towards the best arm
+        view("e", state="running", completed=False, seconds=30.0),
+        view("f", state="waiting", completed=False, seconds=0.0),
+    ])  # fmt: skip
+    text = line.line()
+    assert text.startswith("explore 4/8 (1 running) | confirm 0/4 | best depth=5: dev_f1 0.6500")
+    # explore trials took 70 s on average: 3 still to start, 40 s left of the running one;
+    # confirm runs 4 at the completed trials' mean, 86.7 s: 596.7 s of work, two at a time
+    assert text.endswith("| 2m10s, ETA 4m58s")
+
+
+def test_confirm_decides_the_best_arm_once_it_has_results(clock):
+    line = progress(clock, stream=io.StringIO(), terminal=False)
+    line.experiment_started(at_once=1)
+    line.update([view("a", arm="depth=6", value=0.9)])
+    line.experiment_ended()
+    line.experiment_started(at_once=1)
+    line.update([view("b", phase="confirm", arm="depth=5", value=0.6)])
+    assert "explore 1/8 | confirm 1/4 | best depth=5: dev_f1 0.6000" in line.line()
+
+
+def test_minimised_metric_and_no_eta_before_any_trial_finished(clock):
+    line = StudyProgress({"explore": 2}, "dev_loss", "min", clock=clock, terminal=False)
+    line.experiment_started(at_once=1)
+    line.update([view("a", state="running", completed=False, value=None)])
+    assert line.line() == "explore 0/2 (1 running) | 0s"
+    line.update([view("a", value=0.9), view("b", arm="depth=5", value=0.4)])
+    assert "best depth=5: dev_loss 0.4000" in line.line()
+
+
+def test_phases_done_before_a_restart_count_as_done(clock):
+    line = progress(clock, terminal=False)
+    line.phase_done("explore")
+    assert line.line().startswith("explore 8/8 | confirm 0/4")
+
+
+def test_a_log_file_gets_a_line_a_minute_and_at_each_phase_end(clock, caplog):
+    line = progress(clock, stream=io.StringIO(), terminal=False)
+    caplog.set_level(logging.INFO, logger="study.progress")
+    line.experiment_started(at_once=1)
+    for _ in range(5):  # Tune's loop calls it many times a second
+        line.update([view("a", state="running", completed=False)])
+        clock.now += 20
+    line.experiment_ended()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and all(m.startswith("progress: explore ") for m in lines)
+    assert not line.stream.getvalue()  # nothing drawn
+
+
+def test_a_terminal_gets_one_line_rewritten_in_place(clock, caplog):
+    screen = Terminal()
+    handler = logging.StreamHandler(screen)
+    logging.getLogger().addHandler(handler)
+    try:
+        line = progress(clock, stream=screen)
+        line.experiment_started(at_once=1)
+        line.update([view("a", state="running", completed=False)])
+        clock.now += 0.2
+        line.update([view("a")])  # within a second: not drawn again
+        clock.now += 1
+        line.update([view("a")])
+        drawn = screen.getvalue()
+        assert drawn.count(CLEAR) == 2 and "\n" not in drawn
+        assert drawn.endswith("explore 1/8 | confirm 0/4 | best depth=6: dev_f1 0.5000 | "
+                              "1s, ETA 18m20s")  # fmt: skip
+        logging.getLogger("study.tracking.callback").warning("trial finished: ...")
+        assert screen.getvalue().endswith(CLEAR + "trial finished: ...\n")  # erased first
+        line.update([view("a")])  # and drawn again below it
+        assert screen.getvalue().endswith("ETA 18m20s")
+        line.close()
+        assert screen.getvalue().endswith(CLEAR)
+    finally:
+        logging.getLogger().removeHandler(handler)

@@ -34,7 +34,8 @@ from study.execution import (
     study_folder,
 )
 from study.names import tracking_uri
-from study.plan import StudyPlan, make_plan
+from study.plan import make_plan
+from study.precision import PRECISION_KEY, settle_precision
 from study.spec import StudySpec, load_study
 from study.tracking import StudyTracker
 from study.tracking.start import open_study_runs, probe_tracking
@@ -106,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     spec = load_study(args.study, args.profile)
-    plan = make_plan(spec)
     if args.dry_run:
-        print(plan.describe())
+        print(make_plan(spec).describe())
         return EXIT_OK
-    store, study_dir, state, uri = _check_before_writing(args, spec, plan)
+    spec, store, study_dir, state, uri = _check_before_writing(args, spec)
+    plan = make_plan(spec)
     tracker = start_tracking_and_ray(uri, spec.name, args.address, args.num_cpus, store)
     _preload_report()
     study_run, arm_runs = open_study_runs(tracker, spec, plan, state)
@@ -124,29 +125,31 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check_before_writing(
-    args: argparse.Namespace, spec: StudySpec, plan: StudyPlan
-) -> tuple[StudyStore, str, dict[str, Any], str]:
+    args: argparse.Namespace, spec: StudySpec
+) -> tuple[StudySpec, StudyStore, str, dict[str, Any], str]:
     """Everything that can be refused is checked before anything is written anywhere: the
-    data, the storage, the cluster's address, the tracking server. The store, this
-    invocation's folder in it, the study's state and the tracking URI."""
+    precision, the data, the storage, the cluster's address, the tracking server. The spec
+    with its one precision settled (study/precision.py), the store, this invocation's folder
+    in it, the study's state and the tracking URI."""
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
-    splits, labels = load_checked_splits(spec.data)
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
     study_dir, state = study_folder(store, spec.name, profile, args.resume)
     state["profile"] = profile
+    spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
+    splits, labels = load_checked_splits(spec.data)
     store.check_writable()
     check_address(args.address)
     uri = tracking_uri(args.tracking_uri)
     probe_tracking(uri)
-    log.info("plan: %s", plan.summary())
+    log.info("plan: %s; precision %s", make_plan(spec).summary(), state[PRECISION_KEY])
     log.info(
         "data: %d train / %d dev / %d test sentences, %d labels",
         len(splits.train), len(splits.dev), len(splits.test), len(labels),
     )  # fmt: skip
     log.info("results in %s; MLflow at %s", store.join(study_dir), uri)
-    return store, study_dir, state, uri
+    return spec, store, study_dir, state, uri
 
 
 def _run_study(

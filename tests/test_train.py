@@ -8,7 +8,7 @@ from trainables import __main__ as command_line
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, TrainingDiverged
 from trainables.precision import FORCE_ENV
-from trainables.train import Trial
+from trainables.train import Trial, clip_gradients
 
 TIMING = {"train_tokens_per_s", "dynamics_s"}  # wall-clock derived: allowed to differ
 
@@ -138,6 +138,21 @@ def test_a_checkpoint_resumes_only_in_its_own_precision(trial_settings, tmp_path
     other = Trial(TrialConfig.from_dict(trial_settings | {"precision": "fp32"}))
     with pytest.raises(ConfigError, match="trained in bf16 and this trial runs in fp32"):
         other.restore(tmp_path)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 10.0, float("nan")])
+def test_clipping_is_torchs_bit_for_bit(scale):
+    """Within the bound (left as is), above it (scaled) and NaN (propagated, as torch does)."""
+    generator = torch.Generator().manual_seed(0)
+    ours = [torch.nn.Parameter(torch.zeros(n)) for n in (7, 300, 4096)]
+    theirs = [torch.nn.Parameter(torch.zeros(n)) for n in (7, 300, 4096)]
+    for a, b in zip(ours, theirs, strict=True):
+        a.grad = torch.randn(a.shape, generator=generator) * scale
+        b.grad = a.grad.clone()
+    clip_gradients(ours, 1.0)
+    torch.nn.utils.clip_grad_norm_(theirs, 1.0, foreach=True)
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a.grad, b.grad) or (a.grad.isnan().all() and b.grad.isnan().all())
 
 
 def test_data_fraction_trains_on_a_nested_subset(trial_settings):

@@ -126,6 +126,16 @@ def _make_optimizer(
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
+def clip_gradients(parameters: list[torch.nn.Parameter], max_norm: float) -> None:
+    """`torch.nn.utils.clip_grad_norm_`, bit for bit, without its multiply of every gradient
+    by exactly 1.0 when the norm is already within `max_norm`: a pass over all 22.6M MiniLM
+    gradients (3.4 ms of a ~145 ms bf16 step on one thread) on about two thirds of the steps."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+    if not bool(max_norm / (norm + 1e-6) >= 1.0):  # torch's own factor; NaN still multiplies
+        torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm, foreach=True)
+
+
 class Trial:
     """One training run, set up by the steps of `__init__` in order, then trained by `run`."""
 
@@ -142,6 +152,7 @@ class Trial:
         self.optimizer, self.scheduler = _make_optimizer(
             self.model, config, self.device, self.total_steps
         )
+        self.trained = [p for p in self.model.parameters() if p.requires_grad]
         self._start_at_step_zero()
         log.info(
             "trial: %d train windows (fraction %.3g), %d steps, %d labels, device %s, %s",
@@ -260,9 +271,7 @@ class Trial:
                 f"(lr={self.scheduler.get_last_lr()[0]:.3g}); the trial's results are invalid"
             )
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(
-            self.model.parameters(), self.cfg.max_grad_norm, foreach=True
-        )
+        clip_gradients(self.trained, self.cfg.max_grad_norm)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)

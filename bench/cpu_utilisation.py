@@ -28,7 +28,9 @@ Parts, each in its own process so its thread count is set before torch does any 
 
 Every timing is wall time; beside it each part records the CPU time its process got, and a
 `busy` column shows CPU / (wall x threads). Well below 100% means other work shared the cores
-and the row's rates are low by about that much: rerun on a quiet machine.
+and the row's rates are low by about that much: rerun on a quiet machine. The target line also
+gives the ratio per CPU-second of each side, which a busy machine distorts far less (at one
+thread; at two it also counts the time a thread waits for the other).
 
 With --thp the train part runs once more per row with THP_MEM_ALLOC_ENABLE=1 (torch then backs
 tensors of 2 MB and more with transparent huge pages): the dense gradient of the
@@ -135,7 +137,8 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 def matmul_rate(m: int, k: int, n: int, seconds: float, dtype: str) -> tuple[float, float]:
     """GFLOP/s of an (m, k) x (k, n) product in `dtype` (inputs and output), repeated for about
-    `seconds` after warm-up; returns (GFLOP/s, seconds per product)."""
+    `seconds` after warm-up; returns (GFLOP/s, seconds per product, GFLOP per CPU-second and
+    thread: what a quiet machine would give in wall time)."""
     import torch
 
     kind = getattr(torch, dtype)
@@ -143,11 +146,12 @@ def matmul_rate(m: int, k: int, n: int, seconds: float, dtype: str) -> tuple[flo
     out = torch.empty(m, n, dtype=kind)
     for _ in range(3):
         torch.matmul(a, b, out=out)
-    reps, started = 0, time.perf_counter()
+    reps, started, cpu_started = 0, time.perf_counter(), time.process_time()
     while (elapsed := time.perf_counter() - started) < seconds or reps < 3:
         torch.matmul(a, b, out=out)
         reps += 1
-    return 2 * m * k * n * reps / elapsed / 1e9, elapsed / reps
+    cpu = (time.process_time() - cpu_started) / torch.get_num_threads()
+    return 2 * m * k * n * reps / elapsed / 1e9, elapsed / reps, 2 * m * k * n * reps / cpu / 1e9
 
 
 def measure_matmul(args, threads: int) -> dict:
@@ -158,8 +162,9 @@ def measure_matmul(args, threads: int) -> dict:
     torch.set_num_threads(threads)
     started, cpu_started = time.perf_counter(), time.process_time()
     dtype = DTYPES[args.precision[0]]
-    out = {f"square_{n}": matmul_rate(n, n, n, args.matmul_seconds, dtype)[0]
-           for n in SQUARE_SIZES}  # fmt: skip
+    squares = {n: matmul_rate(n, n, n, args.matmul_seconds, dtype) for n in SQUARE_SIZES}
+    out = {f"square_{n}": rate for n, (rate, _, _) in squares.items()}
+    peak_cpu = max(rate for _, _, rate in squares.values())
     rows, h, ffn = args.rows, args.hidden, args.intermediate
     mix = [
         ("h x h", (rows, h, h), 4),
@@ -168,12 +173,13 @@ def measure_matmul(args, threads: int) -> dict:
     ]
     flops = seconds = 0.0
     for name, (m, k, n), count in mix:
-        rate, per_product = matmul_rate(m, k, n, args.matmul_seconds, dtype)
+        rate, per_product, _ = matmul_rate(m, k, n, args.matmul_seconds, dtype)
         out[f"shape {name} ({m}x{k})x({k}x{n})"] = rate
         flops, seconds = flops + count * 2 * m * k * n, seconds + count * per_product
     out["model_mix"] = flops / seconds / 1e9
     wall = time.perf_counter() - started
-    return {"rates": out, "busy": (time.process_time() - cpu_started) / (wall * threads)}
+    busy = (time.process_time() - cpu_started) / (wall * threads)
+    return {"rates": out, "busy": busy, "square_per_cpu_second": peak_cpu}
 
 
 # --- the parent: run the parts, print side by side ----------------------------------------
@@ -249,9 +255,11 @@ def print_target(rows: dict[Row, tuple[dict, dict]]) -> None:
     for (precision, threads), (train, matmul) in rows.items():
         if precision == auto:
             peak = max(matmul["rates"][f"square_{n}"] for n in SQUARE_SIZES)
-            ratio = training_flops(train)["real"] / train["seconds"] / 1e9 / peak
+            real = training_flops(train)["real"] / 1e9
+            ratio = real / train["seconds"] / peak
+            per_cpu = real / (train["cpu_seconds"] / threads) / matmul["square_per_cpu_second"]
             print(f"target: {auto} training real / {auto} square matmul at {threads} thread(s) = "
-                  f"{ratio:.2f} (>= 0.50)")  # fmt: skip
+                  f"{ratio:.2f} (>= 0.50); per CPU-second of each {per_cpu:.2f}")  # fmt: skip
     quiet = min(min(busy(t), m["busy"]) for t, m in rows.values())
     if quiet < 0.9:
         print(

@@ -225,6 +225,7 @@ def run_variant(args, variant: str, precision: str) -> dict:
     r = json.loads(line[-1][len("RESULT ") :])
     r["tps"] = r["tokens"] / r["seconds"]
     r["busy"] = r["cpu_seconds"] / (r["seconds"] * args.threads)
+    r["cpu_tps"] = r["tokens"] / (r["cpu_seconds"] / args.threads)  # what a quiet machine gives
     if "eval_tokens" in r:
         r["eval_tps"] = r["eval_tokens"] / r["eval_seconds"]
     return r
@@ -246,17 +247,17 @@ def parent(args) -> None:
           f"{args.threads} threads (real tokens, padding excluded); "
           f"median of {args.repeats} rounds")  # fmt: skip
     print(f"{'variant':<18}{'precision':>10}{'tokens':>8}{'tokens/s':>10}{'min-max':>12}"
-          f"{'busy':>7}{'peak RSS MB':>13}{'eval tokens/s':>15}")  # fmt: skip
+          f"{'busy':>7}{'per CPU-s':>11}{'peak RSS MB':>13}{'eval tokens/s':>15}")  # fmt: skip
     median = {v: statistics.median(r["tps"] for r in rounds[v]) for v in variants}
     for (loop, precision), runs in rounds.items():
         spread = f"{min(r['tps'] for r in runs):.0f}-{max(r['tps'] for r in runs):.0f}"
         rss = max(r["peak_rss_mb"] for r in runs)
-        got = min(r["busy"] for r in runs)
+        got, per_cpu = min(r["busy"] for r in runs), statistics.median(r["cpu_tps"] for r in runs)
         evaluated = (f"{statistics.median(r['eval_tps'] for r in runs):.0f}"
                      if loop in EVALUATED else "-")  # fmt: skip
         print(f"{loop:<18}{precision:>10}{first[(loop, precision)]['tokens']:>8}"
-              f"{median[(loop, precision)]:>10.0f}{spread:>12}{got:>7.0%}{rss:>13.0f}"
-              f"{evaluated:>15}")  # fmt: skip
+              f"{median[(loop, precision)]:>10.0f}{spread:>12}{got:>7.0%}{per_cpu:>11.0f}"
+              f"{rss:>13.0f}{evaluated:>15}")  # fmt: skip
     for precision in args.precision:
         print_ratios(args, rounds, median, precision)
     if set(args.precision) >= {"fp32", "bf16"}:
@@ -280,6 +281,10 @@ def print_ratios(args, rounds: dict, median: dict, precision: str) -> None:
         print(f"ratio ours / Trainer group_by_length  : {ours / grouped:.2f}")
         print(f"ratio ours / the better Trainer       : {ours / max(default, grouped):.2f}"
               "  (target >= 1.25)")  # fmt: skip
+        per_cpu = {v: statistics.median(r["cpu_tps"] for r in rounds[(v, precision)])
+                   for v in LOOPS}  # fmt: skip
+        better = max(per_cpu["trainer"], per_cpu["trainer_grouped"])
+        print(f"  the same per CPU-second of each     : {per_cpu['ours'] / better:.2f}")
     else:
         print(f"ratio ours / Trainer default          : {ours / default:.2f}  (target >= 1.5)")
         print(f"ratio ours / Trainer group_by_length  : {ours / grouped:.2f}  (target >= 1.0)")

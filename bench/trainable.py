@@ -25,9 +25,10 @@ tokens/s then also measures which lengths were drawn, not only the loop.
 One run of a variant differs from the next by about 10% on a shared 2-core VM, so the variants
 run in --repeats rounds, one after another, and the ratios are of the medians. A `busy` column
 gives the CPU time each run got per wall second and thread: well below 100% means other work
-shared the cores, and the run is slow by about that much. `ours` includes its process set-up
-(`trainables/memory.py` keeps freed heap memory for reuse); the Trainer's process is left as a
-Trainer user's would be.
+shared the cores, and the run is slow by about that much; `per CPU-s` (tokens per CPU-second
+of a thread) is distorted far less by such sharing, and is what to compare on a busy machine
+(best at --threads 1). `ours` includes its process set-up (`trainables/memory.py` keeps freed
+heap memory for reuse); the Trainer's process is left as a Trainer user's would be.
 
 Targets: in bf16, ours >= 1.25x the better of the two Trainers; in fp32, ours >= 1.5x the
 default Trainer and >= 1.0x the grouped one. By default both precisions run where the CPU has

@@ -1,10 +1,12 @@
 """How much of this CPU's matmul throughput does the training loop turn into training?
 
 A MiniLM tagger step on CPU is, in FLOPs, almost nothing but matrix products. So the ceiling for
-the loop is the machine's own dense float32 matmul rate at the same thread count, and the gap
-between the two is overhead that could be removed (padding, optimizer work on embedding tables,
-element-wise ops, Python). Both are measured side by side in one run, at each thread count;
-target: training GFLOP/s on real tokens >= 0.50 x the square-matmul GFLOP/s.
+the loop is the machine's own dense matmul rate in the same precision and at the same thread
+count, and the gap between the two is overhead that could be removed (padding, optimizer work on
+embedding tables, element-wise ops, Python). Both are measured side by side in one run, per
+precision and thread count; target: training GFLOP/s on real tokens >= 0.50 x the square-matmul
+GFLOP/s of the precision a trial runs in (`auto`: bf16 on a CPU with native bf16, whose matmuls
+run ~4x faster than fp32 ones, so the same step is held to a ~4x higher ceiling).
 
 Training FLOPs use the usual 6·N·T estimate (2 forward + 4 backward FLOPs per parameter and
 token), with N = the trainable parameters *outside* embedding matrices: a lookup table does no
@@ -18,17 +20,25 @@ Parts, each in its own process so its thread count is set before torch does any 
   train    `Trial._train_step` on the loop's own batch order (as `run_ours` in
            bench/trainable.py), timed after a few warm-up steps; embedded MiniLM + WNUT-16
   matmul   torch.matmul of square matrices (1024², 2048²) and of the model's own shapes at the
-           measured rows per step (batch x padded width), after warm-up; 2·m·k·n FLOPs each
+           measured rows per step (batch x padded width), after warm-up; 2·m·k·n FLOPs each,
+           in fp32 or bf16 (inputs and output)
   profile  `Trial.run()` to its first evaluation with every phase of a step timed (what share
            lies outside forward/backward/optimizer), then torch.profiler's top ops
+           (bench/step_profile.py), in the precision `auto` picks here
 
-With --thp the train part runs once more per thread count with THP_MEM_ALLOC_ENABLE=1 (torch
-then backs tensors of 2 MB and more with transparent huge pages): the dense gradient of the
+Every timing is wall time; beside it each part records the CPU time its process got, and a
+`busy` column shows CPU / (wall x threads). Well below 100% means other work shared the cores
+and the row's rates are low by about that much: rerun on a quiet machine. The target line also
+gives the ratio per CPU-second of each side, which a busy machine distorts far less (at one
+thread; at two it also counts the time a thread waits for the other).
+
+With --thp the train part runs once more per row with THP_MEM_ALLOC_ENABLE=1 (torch then backs
+tensors of 2 MB and more with transparent huge pages): the dense gradient of the
 word-embedding table (30522 x 384, 47 MB) is allocated afresh at every backward and freed by
 `zero_grad(set_to_none=True)`, so each step page-faults it in again; the row shows that cost.
 
     ./with-venv python bench/cpu_utilisation.py [--steps 50] [--threads 1 2] [--batch-size 16]
-                                                [--thp]
+                                                [--precision fp32 bf16] [--thp]
 """
 
 from __future__ import annotations
@@ -41,8 +51,9 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
+
+from step_profile import measure_profile, print_profile
 
 REPO = Path(__file__).resolve().parent.parent
 PARTS = ("train", "matmul", "profile")
@@ -58,6 +69,7 @@ def make_trial(args, threads: int, steps: int):
     config = {
         "batch_size": args.batch_size, "lr": 5e-5, "seed": 0, "threads": threads,
         "max_steps": steps, "epochs": 50, "eval_every": 10**9, "dynamics": "off",
+        "precision": args.precision[0],
     }  # fmt: skip
     return Trial(TrialConfig.from_dict(config))
 
@@ -86,9 +98,10 @@ def measure_train(args, threads: int) -> dict:
     totals = defaultdict(float)
     for batch_ids in stream:
         widths = [len(trial.train_split.windows[i]) for i in batch_ids]
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         _, real = trial._train_step(batch_ids)
         totals["seconds"] += time.perf_counter() - started
+        totals["cpu_seconds"] += time.process_time() - cpu_started
         totals["real_tokens"] += real
         totals["padded_tokens"] += max(widths) * len(widths)
         totals["real_square"] += sum(w * w for w in widths)
@@ -98,6 +111,8 @@ def measure_train(args, threads: int) -> dict:
         **totals,
         **parameter_counts(trial.model),
         "steps": args.steps,
+        "threads": threads,
+        "precision": trial.precision,
         "layers": surgery.num_blocks(encoder),
         "hidden": encoder.config.hidden_size,
         "intermediate": encoder.config.intermediate_size,
@@ -117,19 +132,26 @@ def training_flops(r: dict) -> dict[str, float]:
 
 
 # --- matmul: the machine's ceiling ---------------------------------------------------------
-def matmul_rate(m: int, k: int, n: int, seconds: float) -> tuple[float, float]:
-    """GFLOP/s of an (m, k) x (k, n) float32 product, repeated for about `seconds` after warm-up;
-    returns (GFLOP/s, seconds per product)."""
+DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
+
+
+def matmul_rate(m: int, k: int, n: int, seconds: float, dtype: str) -> tuple[float, float]:
+    """GFLOP/s of an (m, k) x (k, n) product in `dtype` (inputs and output), repeated for about
+    `seconds` after warm-up; returns (GFLOP/s, seconds per product, GFLOP per CPU-second and
+    thread: what a quiet machine would give in wall time)."""
     import torch
 
-    a, b, out = torch.randn(m, k), torch.randn(k, n), torch.empty(m, n)
+    kind = getattr(torch, dtype)
+    a, b = torch.randn(m, k).to(kind), torch.randn(k, n).to(kind)
+    out = torch.empty(m, n, dtype=kind)
     for _ in range(3):
         torch.matmul(a, b, out=out)
-    reps, started = 0, time.perf_counter()
+    reps, started, cpu_started = 0, time.perf_counter(), time.process_time()
     while (elapsed := time.perf_counter() - started) < seconds or reps < 3:
         torch.matmul(a, b, out=out)
         reps += 1
-    return 2 * m * k * n * reps / elapsed / 1e9, elapsed / reps
+    cpu = (time.process_time() - cpu_started) / torch.get_num_threads()
+    return 2 * m * k * n * reps / elapsed / 1e9, elapsed / reps, 2 * m * k * n * reps / cpu / 1e9
 
 
 def measure_matmul(args, threads: int) -> dict:
@@ -138,7 +160,11 @@ def measure_matmul(args, threads: int) -> dict:
     import torch
 
     torch.set_num_threads(threads)
-    out = {f"square_{n}": matmul_rate(n, n, n, args.matmul_seconds)[0] for n in SQUARE_SIZES}
+    started, cpu_started = time.perf_counter(), time.process_time()
+    dtype = DTYPES[args.precision[0]]
+    squares = {n: matmul_rate(n, n, n, args.matmul_seconds, dtype) for n in SQUARE_SIZES}
+    out = {f"square_{n}": rate for n, (rate, _, _) in squares.items()}
+    peak_cpu = max(rate for _, _, rate in squares.values())
     rows, h, ffn = args.rows, args.hidden, args.intermediate
     mix = [
         ("h x h", (rows, h, h), 4),
@@ -147,121 +173,19 @@ def measure_matmul(args, threads: int) -> dict:
     ]
     flops = seconds = 0.0
     for name, (m, k, n), count in mix:
-        rate, per_product = matmul_rate(m, k, n, args.matmul_seconds)
+        rate, per_product, _ = matmul_rate(m, k, n, args.matmul_seconds, dtype)
         out[f"shape {name} ({m}x{k})x({k}x{n})"] = rate
         flops, seconds = flops + count * 2 * m * k * n, seconds + count * per_product
     out["model_mix"] = flops / seconds / 1e9
-    return out
-
-
-# --- profile: where the rest of the step goes ----------------------------------------------
-class Phases:
-    """Wall seconds per named phase, collected by wrapping the callables a step goes through."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)
-
-    def wrap(self, name: str, fn: Callable) -> Callable:
-        def timed(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds[name] += time.perf_counter() - started
-
-        return timed
-
-
-class _FirstEvaluation(Exception):
-    """Raised in place of the dev evaluation: the steps before it are what is measured."""
-
-
-def timed_loop(trial, phases: Phases) -> float:
-    """Seconds of `Trial.run()` up to its first evaluation, with its phases wrapped. Patches only
-    this process's objects: the module-level names train.py looks up at call time, the trial's
-    own methods, and `Tensor.backward` (restored afterwards)."""
-    import torch
-
-    from trainables import train
-
-    def first_evaluation(**_options):
-        raise _FirstEvaluation
-
-    model, optimizer = trial.model, trial.optimizer
-    model.forward = phases.wrap("forward + loss", model.forward)
-    optimizer.step = phases.wrap("optimizer step (AdamW)", optimizer.step)
-    optimizer.zero_grad = phases.wrap("zero_grad", optimizer.zero_grad)
-    trial.scheduler.step = phases.wrap("lr scheduler", trial.scheduler.step)
-    trial._batches_of_epoch = phases.wrap("batch order", trial._batches_of_epoch)
-    trial._evaluate_dev = first_evaluation
-    saved = train.collate, torch.nn.utils.clip_grad_norm_, torch.Tensor.backward
-    train.collate = phases.wrap("collate (pad, to tensors)", train.collate)
-    torch.nn.utils.clip_grad_norm_ = phases.wrap("clip grad norm", saved[1])
-    torch.Tensor.backward = phases.wrap("backward", saved[2])
-    started = time.perf_counter()
-    try:
-        next(trial.run())
-    except _FirstEvaluation:
-        pass
-    finally:
-        train.collate, torch.nn.utils.clip_grad_norm_, torch.Tensor.backward = saved
-    return time.perf_counter() - started
-
-
-def top_ops(trial, steps: int, limit: int) -> list[dict]:
-    """torch.profiler over `steps` more steps, ops ranked by self CPU time."""
-    from torch.profiler import ProfilerActivity, profile
-
-    batches = trial._batches_of_epoch()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for batch_ids in batches[:steps]:
-            trial._train_step(batch_ids)
-    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
-    total = sum(e.self_cpu_time_total for e in events)
-    return [
-        {
-            "op": e.key,
-            "ms_per_step": e.self_cpu_time_total / 1e3 / steps,
-            "share": e.self_cpu_time_total / total,
-            "calls_per_step": e.count / steps,
-        }
-        for e in events[:limit]
-    ]
-
-
-def measure_profile(args, threads: int) -> dict:
-    from trainables import train
-
-    encode_seconds = {"s": 0.0}
-    original_encode = train.encode
-
-    def timed_encode(*a, **k):
-        started = time.perf_counter()
-        try:
-            return original_encode(*a, **k)
-        finally:
-            encode_seconds["s"] += time.perf_counter() - started
-
-    train.encode = timed_encode
-    started = time.perf_counter()
-    trial = make_trial(args, threads, args.profile_steps)
-    init = time.perf_counter() - started
-    train.encode = original_encode
-    for batch_ids in trial._batches_of_epoch()[-args.warmup :]:
-        trial._train_step(batch_ids)  # warm-up on batches the timed steps do not reach first
-    phases = Phases()
-    loop = timed_loop(trial, phases)
-    return {
-        "steps": args.profile_steps,
-        "loop_seconds": loop,
-        "phases": dict(phases.seconds),
-        "init_seconds": init,
-        "tokenise_seconds": encode_seconds["s"],
-        "top_ops": top_ops(trial, args.profiler_steps, args.top),
-    }
+    wall = time.perf_counter() - started
+    busy = (time.process_time() - cpu_started) / (wall * threads)
+    return {"rates": out, "busy": busy, "square_per_cpu_second": peak_cpu}
 
 
 # --- the parent: run the parts, print side by side ----------------------------------------
+Row = tuple[str, int]  # (precision, threads)
+
+
 def run_part(
     part: str, threads: int, args, extra: list[str] | None = None, env: dict | None = None
 ) -> dict:
@@ -278,87 +202,117 @@ def run_part(
     return json.loads(line[-1][len("RESULT ") :])
 
 
-def print_utilisation(rows: dict[int, tuple[dict, dict]], args) -> None:
+def busy(train: dict) -> float:
+    """CPU time the process got per wall second and thread: ~1.0 on a quiet machine."""
+    return train["cpu_seconds"] / (train["seconds"] * train["threads"])
+
+
+def print_utilisation(rows: dict[Row, tuple[dict, dict]], args) -> None:
     first = next(iter(rows.values()))[0]
     print(f"CPU utilisation of the training loop: MiniLM on WNUT-16, batch {args.batch_size}, "
           f"{args.steps} timed steps after {args.warmup} warm-up steps")  # fmt: skip
     print(f"trainable parameters {first['params'] / 1e6:.2f}M, outside embedding tables "
           f"{first['params_non_embedding'] / 1e6:.2f}M = N in 6·N·tokens")  # fmt: skip
-    print(f"{'threads':>7}{'matmul sq':>11}{'model mix':>11}{'train real':>12}"
-          f"{'train padded':>14}{'real/sq':>9}{'padded/sq':>11}{'real/mix':>10}   GFLOP/s; "
-          "target real/sq >= 0.50")  # fmt: skip
-    for threads, (train, matmul) in rows.items():
-        flops = training_flops(train)
-        peak = max(matmul[f"square_{n}"] for n in SQUARE_SIZES)
+    print(f"{'precision':>9}{'threads':>8}{'step ms':>9}{'matmul sq':>11}{'model mix':>11}"
+          f"{'train real':>12}{'train padded':>14}{'real/sq':>9}{'padded/sq':>11}"
+          f"{'real/mix':>10}{'busy':>7}   GFLOP/s, matmul in the row's precision")  # fmt: skip
+    for (precision, threads), (train, matmul) in rows.items():
+        flops, rates = training_flops(train), matmul["rates"]
+        peak = max(rates[f"square_{n}"] for n in SQUARE_SIZES)
         real = flops["real"] / train["seconds"] / 1e9
         padded = flops["padded"] / train["seconds"] / 1e9
-        print(f"{threads:>7}{peak:>11.1f}{matmul['model_mix']:>11.1f}{real:>12.1f}"
-              f"{padded:>14.1f}{real / peak:>9.2f}{padded / peak:>11.2f}"
-              f"{real / matmul['model_mix']:>10.2f}")  # fmt: skip
-    for threads, (_, matmul) in rows.items():
-        detail = ", ".join(f"{k} {v:.1f}" for k, v in matmul.items() if k != "model_mix")
-        print(f"  matmul GFLOP/s at {threads} thread(s): {detail}")
+        step_ms, got = train["seconds"] / train["steps"] * 1e3, min(busy(train), matmul["busy"])
+        print(f"{precision:>9}{threads:>8}{step_ms:>9.0f}{peak:>11.1f}{rates['model_mix']:>11.1f}"
+              f"{real:>12.1f}{padded:>14.1f}{real / peak:>9.2f}{padded / peak:>11.2f}"
+              f"{real / rates['model_mix']:>10.2f}{got:>7.0%}")  # fmt: skip
+    for (precision, threads), (_, matmul) in rows.items():
+        detail = ", ".join(f"{k} {v:.1f}" for k, v in matmul["rates"].items() if k != "model_mix")
+        print(f"  {precision} matmul GFLOP/s at {threads} thread(s): {detail}")
     flops = training_flops(first)
     print(
         f"padding: {1 - first['real_tokens'] / first['padded_tokens']:.1%} of computed tokens; "
-        f"step {first['seconds'] / first['steps'] * 1e3:.0f} ms at {next(iter(rows))} "
-        f"thread(s), {first['padded_tokens'] / first['steps']:.0f} padded tokens per step"
+        f"{first['padded_tokens'] / first['steps']:.0f} padded tokens per step"
     )
     print(f"attention scores (not counted above) would add "
           f"{flops['attention_real'] / flops['real']:.1%} (real) / "
           f"{flops['attention_padded'] / flops['padded']:.1%} (padded)")  # fmt: skip
+    print_precision_gain(rows)
+    print_target(rows)
 
 
-def print_thp(rows: dict[int, tuple[dict, dict]], thp: dict[int, dict]) -> None:
-    for threads, with_thp in thp.items():
-        train = rows[threads][0]
+def print_precision_gain(rows: dict[Row, tuple[dict, dict]]) -> None:
+    for threads in sorted({t for _, t in rows}):
+        if ("fp32", threads) in rows and ("bf16", threads) in rows:
+            fp32, bf16 = (rows[(p, threads)][0] for p in ("fp32", "bf16"))
+            step = [r["seconds"] / r["steps"] * 1e3 for r in (fp32, bf16)]
+            print(f"bf16 step / fp32 step at {threads} thread(s): {step[1]:.0f} vs {step[0]:.0f}"
+                  f" ms ({step[0] / step[1]:.2f}x faster)")  # fmt: skip
+
+
+def print_target(rows: dict[Row, tuple[dict, dict]]) -> None:
+    """The target row: the precision `auto` picks here (the first listed, bf16 where native)."""
+    auto = "bf16" if any(p == "bf16" for p, _ in rows) else "fp32"
+    for (precision, threads), (train, matmul) in rows.items():
+        if precision == auto:
+            peak = max(matmul["rates"][f"square_{n}"] for n in SQUARE_SIZES)
+            real = training_flops(train)["real"] / 1e9
+            ratio = real / train["seconds"] / peak
+            per_cpu = real / (train["cpu_seconds"] / threads) / matmul["square_per_cpu_second"]
+            print(f"target: {auto} training real / {auto} square matmul at {threads} thread(s) = "
+                  f"{ratio:.2f} (>= 0.50); per CPU-second of each {per_cpu:.2f}")  # fmt: skip
+    quiet = min(min(busy(t), m["busy"]) for t, m in rows.values())
+    if quiet < 0.9:
+        print(
+            f"warning: a part got only {quiet:.0%} of its cores' time: the machine was busy, "
+            "so rates are low and ratios noisy; rerun on a quiet machine"
+        )
+
+
+def print_thp(rows: dict[Row, tuple[dict, dict]], thp: dict[Row, dict]) -> None:
+    for (precision, threads), with_thp in thp.items():
+        train = rows[(precision, threads)][0]
         plain, huge = (r["seconds"] / r["steps"] * 1e3 for r in (train, with_thp))
-        print(f"THP_MEM_ALLOC_ENABLE=1 at {threads} thread(s): {huge:.0f} ms per step vs "
-              f"{plain:.0f} ms without ({plain / huge:.2f}x)")  # fmt: skip
-
-
-def print_profile(p: dict, threads: int) -> None:
-    steps, loop = p["steps"], p["loop_seconds"]
-    phases = dict(p["phases"])
-    phases["other (python, loss.item, bookkeeping)"] = loop - sum(phases.values())
-    print(f"\nwhere a step goes: Trial.run() for {steps} steps at {threads} thread(s), "
-          f"{loop / steps * 1e3:.0f} ms per step")  # fmt: skip
-    for name, seconds in sorted(phases.items(), key=lambda kv: -kv[1]):
-        print(f"  {name:<40}{seconds / steps * 1e3:>8.1f} ms{seconds / loop:>8.1%}")
-    core = ("forward + loss", "backward", "optimizer step (AdamW)")
-    outside = loop - sum(phases.get(k, 0.0) for k in core)
-    print(f"  outside forward/backward/optimizer: {outside / loop:.1%} of the step")
-    print(
-        f"  tokenisation: none in the loop (windows are encoded once at trial start: "
-        f"{p['tokenise_seconds']:.1f} s of {p['init_seconds']:.1f} s start-up)"
-    )
-    print("top ops by self CPU time (torch.profiler):")
-    for op in p["top_ops"]:
-        print(f"  {op['op'][:48]:<50}{op['ms_per_step']:>8.1f} ms/step{op['share']:>8.1%}"
-              f"{op['calls_per_step']:>7.0f} calls/step")  # fmt: skip
+        print(f"THP_MEM_ALLOC_ENABLE=1, {precision} at {threads} thread(s): {huge:.0f} ms per "
+              f"step vs {plain:.0f} ms without ({plain / huge:.2f}x)")  # fmt: skip
 
 
 def parent(args) -> None:
-    rows: dict[int, tuple[dict, dict]] = {}
-    thp: dict[int, dict] = {}
-    for threads in args.threads:
-        train = run_part("train", threads, args)
-        rows_per_step = round(train["padded_tokens"] / train["steps"])
-        shape = ["--rows", str(rows_per_step), "--hidden", str(train["hidden"]),
-                 "--intermediate", str(train["intermediate"])]  # fmt: skip
-        rows[threads] = (train, run_part("matmul", threads, args, shape))
-        if args.thp:
-            thp[threads] = run_part("train", threads, args, env={THP: "1"})
+    rows: dict[Row, tuple[dict, dict]] = {}
+    thp: dict[Row, dict] = {}
+    for precision in args.precision:
+        for threads in args.threads:
+            chosen = ["--precision", precision]
+            train = run_part("train", threads, args, chosen)
+            rows_per_step = round(train["padded_tokens"] / train["steps"])
+            shape = ["--rows", str(rows_per_step), "--hidden", str(train["hidden"]),
+                     "--intermediate", str(train["intermediate"]), *chosen]  # fmt: skip
+            rows[(precision, threads)] = (train, run_part("matmul", threads, args, shape))
+            if args.thp:
+                thp[(precision, threads)] = run_part("train", threads, args, chosen, {THP: "1"})
     print_utilisation(rows, args)
     print_thp(rows, thp)
     threads = max(args.threads)
-    print_profile(run_part("profile", threads, args), threads)
+    print_profile(run_part("profile", threads, args, ["--precision", "auto"]), threads)
+
+
+def profile(args, threads: int) -> dict:
+    return measure_profile(
+        lambda steps: make_trial(args, threads, steps),
+        args.profile_steps, args.warmup, args.profiler_steps, args.top,
+    )  # fmt: skip
 
 
 def child(args) -> None:
     threads = args.threads[0]
-    measure = {"train": measure_train, "matmul": measure_matmul, "profile": measure_profile}
+    measure = {"train": measure_train, "matmul": measure_matmul, "profile": profile}
     print("RESULT " + json.dumps(measure[args.part](args, threads)))
+
+
+def default_precisions() -> list[str]:
+    """fp32, and bf16 beside it where this CPU has native bf16 (what `auto` would pick)."""
+    from trainables.precision import host_has_native_bf16
+
+    return ["fp32", "bf16"] if host_has_native_bf16() else ["fp32"]
 
 
 def main() -> None:
@@ -366,6 +320,8 @@ def main() -> None:
     parser.add_argument("--part", choices=PARTS, help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=50, help="timed training steps")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--precision", nargs="+", choices=("fp32", "bf16", "auto"),
+                        help="default: fp32, and bf16 where the CPU has it natively")  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument("--profile-steps", type=int, default=20, help="steps phase-timed")
@@ -378,6 +334,7 @@ def main() -> None:
     parser.add_argument("--intermediate", type=int, default=1536, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    args.precision = args.precision or default_precisions()
     child(args) if args.part else parent(args)
 
 

@@ -1,10 +1,12 @@
-"""Train and evaluation throughput of this project's loop vs `transformers.Trainer`, side by side.
+"""Train and evaluation throughput of this project's loop vs `transformers.Trainer`, side by side,
+each in the same precision.
 
 Same model (the embedded MiniLM with a token-classification head), same WNUT-16 training
-windows, batch size, steps, learning rate and thread count. Each variant runs in its own
-subprocess so that its peak RSS is its own (taken when training ends, before evaluation).
-Tokens are counted without padding, so a loop that pads less gets credit only for the real
-work it does.
+windows, batch size, steps, learning rate, thread count and precision: `ours` runs a trial with
+`precision` set, the Trainer runs with `bf16=True` for bf16 (autocast on the CPU, fp32 weights
+and optimizer state, as ours) and without it for fp32. Each variant runs in its own subprocess
+so that its peak RSS is its own (taken when training ends, before evaluation). Tokens are
+counted without padding, so a loop that pads less gets credit only for the real work it does.
 
 Evaluation matters too: a default-profile trial scores dev six times and dev + test at the
 end. After training, `ours` times `Trial.predict` on the dev windows (the path every dev
@@ -15,18 +17,25 @@ by its token-classification collator; logits gathered, as `evaluate` with metric
 One untimed pass first, then --eval-passes timed ones. Length grouping changes only the
 Trainer's training order, so `trainer_grouped` is not evaluated again.
 
-By default each variant trains exactly one epoch, so all three see the same windows and the
+By default each variant trains exactly one epoch, so all of them see the same windows and the
 same real tokens. With fewer steps each variant sees a different subset (its own batch order:
 the Trainer's length grouping walks megabatches longest first, ours shuffles batches), and
 tokens/s then also measures which lengths were drawn, not only the loop.
 
 One run of a variant differs from the next by about 10% on a shared 2-core VM, so the variants
-run in --repeats rounds, one after another, and the ratios are of the medians. `ours` includes
-its process set-up (`trainables/memory.py` keeps freed heap memory for reuse); the Trainer's
-process is left as a Trainer user's would be.
+run in --repeats rounds, one after another, and the ratios are of the medians. A `busy` column
+gives the CPU time each run got per wall second and thread: well below 100% means other work
+shared the cores, and the run is slow by about that much; `per CPU-s` (tokens per CPU-second
+of a thread) is distorted far less by such sharing, and is what to compare on a busy machine
+(best at --threads 1). `ours` includes its process set-up (`trainables/memory.py` keeps freed
+heap memory for reuse); the Trainer's process is left as a Trainer user's would be.
+
+Targets: in bf16, ours >= 1.25x the better of the two Trainers; in fp32, ours >= 1.5x the
+default Trainer and >= 1.0x the grouped one. By default both precisions run where the CPU has
+native bf16 (trainables/precision.py), fp32 alone elsewhere.
 
     python bench/trainable.py [--steps 0 (one epoch)] [--batch-size 16] [--threads 2]
-                              [--eval-passes 3] [--repeats 3]
+                              [--eval-passes 3] [--repeats 3] [--precision bf16 fp32]
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ import sys
 import time
 from pathlib import Path
 
-VARIANTS = ("ours", "trainer", "trainer_grouped")
+LOOPS = ("ours", "trainer", "trainer_grouped")
 EVALUATED = ("ours", "trainer")
 
 
@@ -50,7 +59,8 @@ def _peak_rss_mb() -> float:
 
 
 def _common(args) -> dict:
-    return {"batch_size": args.batch_size, "lr": 5e-5, "seed": 0, "threads": args.threads}
+    return {"batch_size": args.batch_size, "lr": 5e-5, "seed": 0, "threads": args.threads,
+            "precision": args.precision[0]}  # fmt: skip
 
 
 def run_ours(args) -> dict:
@@ -59,13 +69,15 @@ def run_ours(args) -> dict:
 
     trial = Trial(TrialConfig.from_dict(_common(args) | {"epochs": 50, "eval_every": 10**9}))
     steps = args.steps or trial.batches_per_epoch
-    tokens, busy = 0, 0.0
+    tokens, seconds, cpu_seconds = 0, 0.0, 0.0
     for batch_ids in _steps(trial, steps):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         _, n = trial._train_step(batch_ids)
-        busy += time.perf_counter() - started
+        seconds += time.perf_counter() - started
+        cpu_seconds += time.process_time() - cpu_started
         tokens += n
-    result = {"tokens": tokens, "seconds": busy, "steps": steps, "peak_rss_mb": _peak_rss_mb()}
+    result = {"tokens": tokens, "seconds": seconds, "cpu_seconds": cpu_seconds, "steps": steps,
+              "peak_rss_mb": _peak_rss_mb(), "precision": trial.precision}  # fmt: skip
     return result | eval_ours(trial, args.eval_passes)
 
 
@@ -141,16 +153,18 @@ def run_trainer(args, grouped: bool) -> dict:
         eval_strategy="no",
         logging_strategy="no",
         use_cpu=True,
+        bf16=args.precision[0] == "bf16",  # autocast on the CPU, as ours
         seed=0,
         disable_tqdm=True,
     )
     trainer = Trainer(
         model=model, args=training_args, train_dataset=dataset, data_collator=counting_collator
     )
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     trainer.train()
-    seconds = time.perf_counter() - started
-    result = {"tokens": counted["tokens"], "seconds": seconds, "steps": steps}
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    result = {"tokens": counted["tokens"], "seconds": seconds, "cpu_seconds": cpu_seconds,
+              "steps": steps, "precision": args.precision[0]}  # fmt: skip
     result["peak_rss_mb"] = _peak_rss_mb()
     if grouped:
         return result
@@ -200,16 +214,19 @@ def child(args) -> None:
     print("RESULT " + json.dumps(result))
 
 
-def run_variant(args, variant: str) -> dict:
-    cmd = [sys.executable, __file__, "--variant", variant, "--steps", str(args.steps),
-           "--batch-size", str(args.batch_size), "--threads", str(args.threads),
-           "--eval-passes", str(args.eval_passes), "--scratch", args.scratch]  # fmt: skip
+def run_variant(args, variant: str, precision: str) -> dict:
+    cmd = [sys.executable, __file__, "--variant", variant, "--precision", precision,
+           "--steps", str(args.steps), "--batch-size", str(args.batch_size),
+           "--threads", str(args.threads), "--eval-passes", str(args.eval_passes),
+           "--scratch", args.scratch]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
     if out.returncode or not line:
-        sys.exit(f"bench: variant {variant} failed:\n{out.stderr[-2000:]}")
+        sys.exit(f"bench: variant {variant} ({precision}) failed:\n{out.stderr[-2000:]}")
     r = json.loads(line[-1][len("RESULT ") :])
     r["tps"] = r["tokens"] / r["seconds"]
+    r["busy"] = r["cpu_seconds"] / (r["seconds"] * args.threads)
+    r["cpu_tps"] = r["tokens"] / (r["cpu_seconds"] / args.threads)  # what a quiet machine gives
     if "eval_tokens" in r:
         r["eval_tps"] = r["eval_tokens"] / r["eval_seconds"]
     return r
@@ -218,42 +235,80 @@ def run_variant(args, variant: str) -> dict:
 def parent(args) -> None:
     """Rounds of all variants in turn; medians over rounds. One run of a variant on a shared
     2-core VM varies by about 10% from the next, more than the differences being measured."""
-    rounds: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+    variants = [(loop, precision) for precision in args.precision for loop in LOOPS]
+    rounds: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
     for number in range(1, args.repeats + 1):
-        for variant in VARIANTS:
-            rounds[variant].append(run_variant(args, variant))
-        line = "  ".join(f"{v} {rounds[v][-1]['tps']:.0f}" for v in VARIANTS)
+        for variant in variants:
+            rounds[variant].append(run_variant(args, *variant))
+        line = "  ".join(f"{v[0]} {v[1]} {rounds[v][-1]['tps']:.0f}" for v in variants)
         print(f"round {number}/{args.repeats}: train tokens/s  {line}", flush=True)
     first = {v: r[0] for v, r in rounds.items()}
     steps = "/".join(sorted({str(r["steps"]) for r in first.values()}))
-    print(f"train throughput, MiniLM on WNUT-16, batch {args.batch_size}, {steps} steps, "
+    print(f"\ntrain throughput, MiniLM on WNUT-16, batch {args.batch_size}, {steps} steps, "
           f"{args.threads} threads (real tokens, padding excluded); "
           f"median of {args.repeats} rounds")  # fmt: skip
-    print(f"{'variant':<18}{'tokens':>8}{'tokens/s':>10}{'min-max':>12}{'peak RSS MB':>13}"
-          f"{'eval tokens/s':>15}")  # fmt: skip
-    median = {v: statistics.median(r["tps"] for r in rounds[v]) for v in VARIANTS}
-    for variant, runs in rounds.items():
+    print(f"{'variant':<18}{'precision':>10}{'tokens':>8}{'tokens/s':>10}{'min-max':>12}"
+          f"{'busy':>7}{'per CPU-s':>11}{'peak RSS MB':>13}{'eval tokens/s':>15}")  # fmt: skip
+    median = {v: statistics.median(r["tps"] for r in rounds[v]) for v in variants}
+    for (loop, precision), runs in rounds.items():
         spread = f"{min(r['tps'] for r in runs):.0f}-{max(r['tps'] for r in runs):.0f}"
         rss = max(r["peak_rss_mb"] for r in runs)
+        got, per_cpu = min(r["busy"] for r in runs), statistics.median(r["cpu_tps"] for r in runs)
         evaluated = (f"{statistics.median(r['eval_tps'] for r in runs):.0f}"
-                     if variant in EVALUATED else "-")  # fmt: skip
-        print(f"{variant:<18}{first[variant]['tokens']:>8}{median[variant]:>10.0f}{spread:>12}"
+                     if loop in EVALUATED else "-")  # fmt: skip
+        print(f"{loop:<18}{precision:>10}{first[(loop, precision)]['tokens']:>8}"
+              f"{median[(loop, precision)]:>10.0f}{spread:>12}{got:>7.0%}{per_cpu:>11.0f}"
               f"{rss:>13.0f}{evaluated:>15}")  # fmt: skip
-    ours = median["ours"]
-    print(f"ratio ours / Trainer default          : {ours / median['trainer']:.2f}"
-          "  (target >= 1.5)")  # fmt: skip
-    print(f"ratio ours / Trainer group_by_length  : {ours / median['trainer_grouped']:.2f}"
-          "  (target >= 1.0)")  # fmt: skip
-    ours_eval, trainer_eval = (statistics.median(r["eval_tps"] for r in rounds[v])
-                               for v in EVALUATED)  # fmt: skip
-    dev_tokens = first["ours"]["eval_tokens"] // args.eval_passes
+    for precision in args.precision:
+        print_ratios(args, rounds, median, precision)
+    if set(args.precision) >= {"fp32", "bf16"}:
+        gain = median[("ours", "bf16")] / median[("ours", "fp32")]
+        print(f"\nours bf16 / ours fp32 (train tokens/s)     : {gain:.2f}")
+    quiet = min(r["busy"] for runs in rounds.values() for r in runs)
+    if quiet < 0.9:
+        print(
+            f"warning: a run got only {quiet:.0%} of its cores' time: the machine was busy; "
+            "rerun on a quiet machine before quoting these numbers"
+        )
+
+
+def print_ratios(args, rounds: dict, median: dict, precision: str) -> None:
+    """Ours against each Trainer in one precision, with that precision's targets."""
+    ours = median[("ours", precision)]
+    default, grouped = median[("trainer", precision)], median[("trainer_grouped", precision)]
+    print(f"\n{precision}:")
+    if precision == "bf16":
+        print(f"ratio ours / Trainer default          : {ours / default:.2f}")
+        print(f"ratio ours / Trainer group_by_length  : {ours / grouped:.2f}")
+        print(f"ratio ours / the better Trainer       : {ours / max(default, grouped):.2f}"
+              "  (target >= 1.25)")  # fmt: skip
+        per_cpu = {v: statistics.median(r["cpu_tps"] for r in rounds[(v, precision)])
+                   for v in LOOPS}  # fmt: skip
+        better = max(per_cpu["trainer"], per_cpu["trainer_grouped"])
+        print(f"  the same per CPU-second of each     : {per_cpu['ours'] / better:.2f}")
+    else:
+        print(f"ratio ours / Trainer default          : {ours / default:.2f}  (target >= 1.5)")
+        print(f"ratio ours / Trainer group_by_length  : {ours / grouped:.2f}  (target >= 1.0)")
+    ours_eval, trainer_eval = (
+        statistics.median(r["eval_tps"] for r in rounds[(loop, precision)]) for loop in EVALUATED
+    )
+    dev_tokens = rounds[("ours", precision)][0]["eval_tokens"] // args.eval_passes
     print(f"ratio ours / Trainer predict (eval)   : {ours_eval / trainer_eval:.2f}"
           f"  (dev, {dev_tokens} real tokens x {args.eval_passes} passes)")  # fmt: skip
 
 
+def default_precisions() -> list[str]:
+    """bf16 where this CPU has it natively (what `auto` picks), and fp32 beside it."""
+    from trainables.precision import host_has_native_bf16
+
+    return ["bf16", "fp32"] if host_has_native_bf16() else ["fp32"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--variant", choices=VARIANTS)
+    parser.add_argument("--variant", choices=LOOPS)
+    parser.add_argument("--precision", nargs="+", choices=("bf16", "fp32"),
+                        help="default: bf16 and fp32 where bf16 is native, else fp32")  # fmt: skip
     parser.add_argument("--steps", type=int, default=0, help="0: one full epoch")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
@@ -262,6 +317,7 @@ def main() -> None:
     parser.add_argument("--scratch", default="/tmp/ner-depth-bench")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    args.precision = args.precision or default_precisions()
     child(args) if args.variant else parent(args)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from study.names import CONFIRM, EXPLORE
+from study.precision import resolved_precision
 from study.spec import StudySpec
 
 
@@ -56,6 +57,7 @@ def trial_config(
     config["seed"] = seed
     if data_seed is not None:
         config["data_seed"] = data_seed
+    config["precision"] = resolved_precision(spec)  # the study's one precision (settled once)
     config.setdefault("threads", max(1, math.floor(spec.resources.get("cpu", 1))))
     if spec.resources.get("gpu", 0) > 0:
         config.setdefault("device", "cuda")
@@ -139,7 +141,7 @@ class StudyPlan:
             f"study {spec.name} (profile {spec.profile or 'base'}): {spec.description}",
             f"  model {spec.model}, data {spec.data}",
             f"  metric {spec.metric.name} ({spec.metric.mode}), "
-            f"resources per trial {spec.resources}",
+            f"resources per trial {spec.resources}, precision {resolved_precision(spec)}",
             f"  arms ({len(self.arms)}):",
         ]
         lines += [f"    [{a.index}] {a.id}" for a in self.arms]

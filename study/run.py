@@ -40,6 +40,7 @@ from study.execution import (
 )
 from study.names import EXPLORE, OPTUNA_STUDIES_TAG, OPTUNA_TAG, tracking_uri
 from study.plan import StudyPlan, make_plan
+from study.precision import PRECISION_KEY, settle_precision
 from study.progress.line import StudyProgress
 from study.progress.quiet import quiet_driver
 from study.search.optuna_storage import check_storage, default_storage, study_name
@@ -127,11 +128,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     spec = load_study(args.study, args.profile, overrides=args.overrides)
-    plan = make_plan(spec)
     if args.dry_run:
-        print(plan.describe())
+        print(make_plan(spec).describe())
         return EXIT_OK
-    store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec, plan)
+    spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec)
     tracker = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
@@ -152,15 +152,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check_before_writing(
-    args: argparse.Namespace, spec: StudySpec, plan: StudyPlan
-) -> tuple[StudyStore, str, dict[str, Any], str, str | None]:
+    args: argparse.Namespace, spec: StudySpec
+) -> tuple[StudySpec, StudyPlan, StudyStore, str, dict[str, Any], str, str | None]:
     """Everything that can be refused is checked before anything is written anywhere: the
-    data, the overrides of a resumed run, the storage, the cluster's address, the tracking
-    server, the Optuna storage. The store, this invocation's folder in it, the study's state,
-    the tracking URI and the Optuna storage URL."""
+    tracking server, the storage, the overrides of a resumed run, the precision (before any
+    data is read), the data, the cluster's address, the Optuna storage. The spec with its one
+    precision settled (study/precision.py) and its plan, the store, this invocation's folder
+    in it, the study's state, the tracking URI and the Optuna storage URL."""
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
-    splits, labels = load_checked_splits(spec.data)
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
     uri = tracking_uri(args.tracking_uri)
@@ -172,16 +172,19 @@ def _check_before_writing(
         log.info("resuming %s", store.join(study_dir))
     state["profile"] = profile
     state["overrides"] = list(args.overrides)
+    spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
+    splits, labels = load_checked_splits(spec.data)
     check_address(args.address)
     optuna_url = _optuna_storage(args, uri, store)
-    log.info("plan: %s", plan.summary())
+    plan = make_plan(spec)
+    log.info("plan: %s; precision %s", plan.summary(), state[PRECISION_KEY])
     log.info(
         "data: %d train / %d dev / %d test sentences, %d labels",
         len(splits.train), len(splits.dev), len(splits.test), len(labels),
     )  # fmt: skip
     log.info("results in %s; MLflow at %s%s", store.join(study_dir), shown_uri(uri),
              f"; Optuna storage {optuna_url}" if optuna_url and spec.explore else "")  # fmt: skip
-    return store, study_dir, state, uri, optuna_url
+    return spec, plan, store, study_dir, state, uri, optuna_url
 
 
 def _run_study(

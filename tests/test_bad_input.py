@@ -20,6 +20,7 @@ from transformers import AutoConfig
 
 from tests.study_helpers import REPO, study_command, write_study
 from tests.tiny import tiny_model_folder
+from trainables.precision import FORCE_ENV
 
 pytestmark = pytest.mark.study
 
@@ -225,7 +226,14 @@ CASES: dict[str, Case] = {
         [str(_study_with(tmp, base)), "--optuna-storage", "optuna.db"],
         "--optuna-storage optuna.db: not a database URL",
     ),
+    "bf16 on a CPU without it": _edit_case(
+        "precision=bf16 needs a CPU with native bf16 (AVX-512 BF16 or AMX), and this machine's "
+        "CPU, where the trials of a local study run, has neither",
+        fixed__precision="bf16",
+    ),
 }
+# The CPU a case stands in for (trainables/precision.py's forced answer)
+CASE_ENV = {"bf16 on a CPU without it": {FORCE_ENV: "0"}}
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +247,12 @@ def test_bad_input_is_one_line_and_writes_nothing(name, tmp_path, base_study):
     args, expected = CASES[name](tmp_path, base_study)
     command = study_command(Path(args[0]), tmp_path, *args[1:])
     # offline, as on an air-gapped node: a dataset name must fail at once, not retry a hub
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        **CASE_ENV.get(name, {}),
+    }
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])

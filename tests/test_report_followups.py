@@ -76,6 +76,11 @@ def test_reproducibility_block_states_what_was_recorded():
     assert "best mean dev_f1 (max)" in text and "`A` lr=0.0001" in text
     assert "`A` 1.50; total 1.50" in text
     assert "Hardware: 2 cores" in text and "Code `abc`" in text
+    assert "Precision of every trial: not recorded" in text  # a study run from before bf16
+    bf16 = record(t, hardware="2 cores", precision="bf16")
+    assert "Precision of every trial: bf16 (autocast; master weights and AdamW state fp32)" in (
+        reproducibility.reproducibility_block(bf16)
+    )
 
 
 def crossed(sd_init: float, sd_data: float, sd_noise: float, a: int, b: int, rng) -> pd.DataFrame:

@@ -376,6 +376,14 @@ BAD = [
     ("data_seed in the grid", {"grid.data_seed": [0, 1]},
      "grid.data_seed: 'data_seed' is not a factor: set it with the top-level "
      "`phases.confirm.data_seeds`", "data_seed:"),
+    ("precision in the grid", {"grid.precision": ["fp32", "bf16"]},
+     "grid.precision: 'precision' is one per study: set it under fixed (a study never mixes "
+     "precisions across its arms or trials)", "precision:"),
+    ("precision searched", {"search.precision": {"type": "categorical", "choices": ["fp32"]}},
+     "search.precision: 'precision' is one per study: set it under fixed", "precision:"),
+    ("unknown precision", {"fixed.precision": "fp16"},
+     "fixed.precision: 'fp16' is not allowed: expected one of ('auto', 'fp32', 'bf16')",
+     "precision: fp16"),
     ("seeds repeated", {"seeds": [1, 2, 1]}, "seeds[2]: 1 is not allowed: it repeats seeds[0]",
      "- 1"),
     ("negative seed", {"seeds": [1, -2]}, "seeds[1]: -2 is not allowed", "- -2"),

@@ -30,6 +30,7 @@ from tests.study_helpers import (
     tracking_uri,
     write_study,
 )
+from trainables.precision import host_has_native_bf16
 
 pytestmark = pytest.mark.study
 
@@ -55,6 +56,9 @@ def test_mlflow_tree_is_study_then_arms_then_trials(finished_study):
     assert study_run.data.tags["state"] == "finished"
     for tag in ("code_version", "model_fingerprint", "data_fingerprint", "plan", "profile"):
         assert study_run.data.tags[tag]
+    # auto, resolved once by the driver from this host's CPU: every trial ran in it
+    assert study_run.data.tags["precision"] == ("bf16" if host_has_native_bf16() else "fp32")
+    assert {r.data.params["precision"] for r in trials} == {study_run.data.tags["precision"]}
 
 
 def test_trial_runs_carry_factors_steps_and_status(finished_study):

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainables.errors import ConfigError
+from trainables.precision import AUTO, PRECISIONS
 from trainables.yaml_reading import bool_word
 
 SCHEDULES = ("linear", "cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = ("fp32", "bf16")
 DYNAMICS_MODES = ("off", "end", "each_eval")
 
 
@@ -58,7 +58,7 @@ class TrialConfig:
     dynamics_sentences: int = 64
     # hardware
     device: str = "auto"
-    precision: str = "fp32"
+    precision: str = AUTO  # bf16 on CUDA and on CPUs with native bf16, else fp32
     threads: int | None = None
     # fault injection for tests of the orchestration: raise at this step
     fail_at_step: int | None = None

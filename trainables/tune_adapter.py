@@ -19,11 +19,16 @@ import ray
 from ray import tune
 
 from trainables.config import TrialConfig
+from trainables.precision import FP32
 
 if TYPE_CHECKING:
     from trainables.train import Trial
 
 TRIAL_KEY = "trial"
+# A study driver puts its one resolved precision in every trial config (study/precision.py).
+# A config without one was made before that, when a trial's default was fp32; a study saved
+# then and resumed now goes on in fp32 rather than mixing precisions.
+PRECISION_BEFORE_RECORDED = {"precision": FP32}
 FINAL_FILE = "final_result.json"
 MEMORY_FOLDER = Path("/dev/shm")
 
@@ -72,15 +77,19 @@ def train_tagger(config: dict[str, Any]) -> None:
             if final.is_file():
                 tune.report({**json.loads(final.read_text()), **node, "restored_final": True})
                 return
-            trial = Trial(TrialConfig.from_dict(config[TRIAL_KEY]))
+            trial = Trial(_trial_config(config))
             trial.restore(directory)
         if trial.finished and trial.last_metrics:  # a full final checkpoint of older versions
             tune.report({**trial.last_metrics, **node, "restored_final": True})
             return
-    trial = trial or Trial(TrialConfig.from_dict(config[TRIAL_KEY]))
+    trial = trial or Trial(_trial_config(config))
     for metrics in trial.run():
         with staged_checkpoint(trial, metrics) as directory:
             tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+def _trial_config(config: dict[str, Any]) -> TrialConfig:
+    return TrialConfig.from_dict(PRECISION_BEFORE_RECORDED | config[TRIAL_KEY])
 
 
 @contextmanager

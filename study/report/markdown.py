@@ -42,6 +42,7 @@ def _header(report: Report) -> str:
         + ")",
         f"- Model `{tags.get('model', '?')}` (fingerprint `{tags.get('model_fingerprint', '?')}`)"
         f", data fingerprint `{tags.get('data_fingerprint', '?')}`"
+        f", precision {tags.get('precision', 'not recorded')}"
         f", code `{tags.get('code_version', '?')}`",
         f"- Plan: {tags.get('plan', '?')}",
         f"- Made by `python -m study.report {r.name}` from the tracking store; the CSV files "

@@ -27,6 +27,8 @@ SET_AT_TOP = {
     "seed": "seeds",
     "data_seed": "phases.confirm.data_seeds",
 }
+# Settings a study holds one value of, under `fixed` only, and why.
+FIXED_ONLY = {"precision": "a study never mixes precisions across its arms or trials"}
 FACTORS = tuple(name for name in TrialConfig.field_names() if name not in SET_AT_TOP)
 SECTIONS = ("grid", "search", "fixed")
 # Settings whose valid range depends on how many blocks the (truncated) encoder has.

@@ -3,9 +3,10 @@ study run and its arm runs with what makes their numbers traceable.
 
 The checks come before Ray starts: MLflow's own client retries an unreachable server for
 minutes, and a bad URI found after the trials started would leave them with nowhere to write.
-The study run carries the plan, the code, model and data fingerprints, the hardware and the
-declared analysis, so a number in MLflow can be traced to what produced it; it is found again
-by the invocation id after a restart, so `--resume` writes under the same runs.
+The study run carries the plan, the code, model and data fingerprints, the precision, the
+hardware and the declared analysis, so a number in MLflow can be traced to what produced it;
+it is found again by the invocation id after a restart, so `--resume` writes under the same
+runs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
 from study.names import ANALYSIS_TAG, OVERRIDES_TAG, STUDY_ARTIFACT
 from study.plan import StudyPlan
+from study.precision import PRECISION_KEY, resolved_precision
 from study.spec import StudySpec
 from study.tracking.probe import probe_database, probe_server_store, shown_uri
 from study.tracking.store import StudyTracker
@@ -70,6 +72,7 @@ def open_study_runs(
         "model": spec.model,
         "model_fingerprint": model_fingerprint(spec.model),
         "data_fingerprint": data_fingerprint(spec.data),
+        PRECISION_KEY: resolved_precision(spec),  # the one of every trial (study/precision.py)
         "study_file": str(spec.path),
         "hardware": hardware(),
         ANALYSIS_TAG: spec.analysis.to_json(),

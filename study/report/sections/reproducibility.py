@@ -1,5 +1,6 @@
 """Could the study be repeated: an ACL-style reproducibility block (runs per arm, search
-bounds, selection rule, chosen values, trial-hours, hardware, code/model/data fingerprints),
+bounds, selection rule, chosen values, trial-hours, hardware, precision, code/model/data
+fingerprints),
 written from what the study run recorded in MLflow."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from study.report.section import Section, Tables
 
 def reproducibility_block(record: StudyRecord) -> str:
     """Runs per arm and phase, search bounds, selection rule, chosen values, trial-hours,
-    hardware and fingerprints, as Markdown."""
+    hardware, precision and fingerprints, as Markdown."""
     t, plan, tags = record.trials, record.plan, record.tags
     runs = "; ".join(f"`{arm}` {_run_counts(part)}" for arm, part in t.groupby("arm", sort=False))
     hours = t.groupby("arm", sort=False)["duration_s"].sum() / 3600 if "duration_s" in t else None
@@ -30,10 +31,19 @@ def reproducibility_block(record: StudyRecord) -> str:
         )
         + ".",  # fmt: skip
         f"- Hardware: {tags.get('hardware', 'not recorded')}.",
+        f"- Precision of every trial: {_precision_text(tags.get('precision'))}.",
         f"- Code `{tags.get('code_version', '?')}`, model `{tags.get('model', '?')}` "
         f"(`{tags.get('model_fingerprint', '?')}`), data `{tags.get('data_fingerprint', '?')}`.",
     ]
     return "\n".join(lines)
+
+
+def _precision_text(precision: str | None) -> str:
+    if precision is None:
+        return "not recorded"
+    if precision == "bf16":
+        return "bf16 (autocast; master weights and AdamW state fp32)"
+    return precision
 
 
 def _run_counts(part: pd.DataFrame) -> str:

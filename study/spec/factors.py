@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
-from study.spec.keys import FACTORS, LAYER_FIELDS, SECTIONS, SET_AT_TOP
+from study.spec.keys import FACTORS, FIXED_ONLY, LAYER_FIELDS, SECTIONS, SET_AT_TOP
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, joined
 from trainables.layouts import DEPTH_FORMS, RELATIVE_DEPTH
@@ -59,6 +59,9 @@ def _check_factor_name(doc: Doc, section: str, name: Any) -> None:
         raise doc.fail(
             path, f"unknown factor {name!r}{suggest(name, FACTORS)}; factors: {', '.join(FACTORS)}"
         )
+    if name in FIXED_ONLY and section != "fixed":
+        raise doc.fail(path, f"{name!r} changes what a trial records, not what it learns: "
+                       "set it once for the study under fixed")  # fmt: skip
 
 
 def check_value(doc: Doc, path: FieldPath, name: str, value: Any, shape: Shape) -> Any:

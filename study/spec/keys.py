@@ -29,5 +29,7 @@ SET_AT_TOP = {
 }
 FACTORS = tuple(name for name in TrialConfig.field_names() if name not in SET_AT_TOP)
 SECTIONS = ("grid", "search", "fixed")
+# Settings that change what a trial records, not what it learns: one value for the whole study.
+FIXED_ONLY = ("fingerprint", "fingerprint_max_bytes")
 # Settings whose valid range depends on how many blocks the (truncated) encoder has.
 LAYER_FIELDS = ("reinit_from", "freeze", "reinit_heads")

@@ -15,8 +15,10 @@ sections share it) and needs nothing but the tracking store.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
@@ -133,19 +136,43 @@ def _compared(tracking_uri: str, pairs: list[PlannedPair]) -> pd.DataFrame:
         for measure, per_layer in values[(p.run_a, p.run_b)].items()
         for layer, value in enumerate(per_layer)
     ]
-    return pd.DataFrame(rows, columns=COLUMNS)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table.attrs["unreadable"] = sorted(set(runs) - set(prints))
+    return table
 
 
 def _downloaded(client: MlflowClient, runs: list[str], folder: Path) -> dict[str, LayerFingerprint]:
     """Each run's fingerprint, downloaded; a run whose artifact is missing (its upload was
     lost while the store was down) is left out, and the report counts what it compared."""
     out = {}
-    for run in runs:
-        (folder / run).mkdir()
-        try:
-            path = client.download_artifacts(run, f"{FINGERPRINT_ARTIFACT}/{FILE_NAME}",
-                                             str(folder / run))  # fmt: skip
-            out[run] = LayerFingerprint.load(path)
-        except (MlflowException, OSError, ValueError):  # missing, or not a fingerprint
-            continue
+    with _no_progress_bars():
+        for run in runs:
+            fingerprint = _download(client, run, folder)
+            if fingerprint is not None:
+                out[run] = fingerprint
     return out
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """MLflow draws a progress bar on stderr for every file it downloads."""
+    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
+    before = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _download(client: MlflowClient, run: str, folder: Path) -> LayerFingerprint | None:
+    (folder / run).mkdir()
+    try:
+        path = client.download_artifacts(run, f"{FINGERPRINT_ARTIFACT}/{FILE_NAME}",
+                                         str(folder / run))  # fmt: skip
+        return LayerFingerprint.load(path)
+    except (MlflowException, OSError, ValueError):  # missing, or not a fingerprint
+        return None

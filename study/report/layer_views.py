@@ -166,10 +166,13 @@ def kept_line(record: StudyRecord) -> str:
     sentences = sorted({int(n) for n in rows.get("fingerprint_sentences", []) if n == n})
     held = "-".join(str(n) for n in sentences[:: max(1, len(sentences) - 1)])
     sizes = "-".join(dict.fromkeys(_bytes(v) for v in (size.min(), size.max())))
+    lost = layer_pairs.layer_table(record).attrs.get("unreadable", [])
     return (f"From the layer fingerprints of {len(rows)} confirm trials (MLflow artifacts "
             f"`fingerprint/`: every layer's hidden states and attention maps on the dynamics "
             f"sample, real tokens only, half precision; {sizes} per trial"
-            + (f", {held} sentences" if held else "") + ").")  # fmt: skip
+            + (f", {held} sentences" if held else "") + ")"
+            + (f"; {len(lost)} of them could not be read from the store and are left out"
+               if lost else "") + ".")  # fmt: skip
 
 
 INTRO = (

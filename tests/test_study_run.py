@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from mlflow.tracking import MlflowClient
 
 from tests.study_helpers import (
     REPO,
@@ -21,6 +22,7 @@ from tests.study_helpers import (
     run_study,
     runs_by_kind,
     study_command,
+    tracking_uri,
     write_study,
 )
 
@@ -201,9 +203,14 @@ def _assert_every_trial_once(tmp: Path, n_trials: int) -> None:
     keys = Counter(r.data.tags["trial_key"] for r in runs["trial"])
     assert len(keys) == n_trials and set(keys.values()) == {1}, keys  # one MLflow run each
     assert {r.data.tags["status"] for r in runs["trial"]} <= {"completed", "pruned"}
+    client = MlflowClient(tracking_uri(tmp))
     for run in runs["trial"]:  # no evaluation logged twice after a restart
         steps = metric_steps(tmp, run.info.run_id, "dev_f1")
         assert len(steps) == len(set(steps))
+        # a completed trial's layer fingerprint reached its run, whichever driver ended it
+        fingerprints = [f.path for f in client.list_artifacts(run.info.run_id, "fingerprint")]
+        completed = run.data.tags["status"] == "completed"
+        assert fingerprints == (["fingerprint/fingerprint.safetensors"] if completed else [])
     assert runs["study"][0].data.tags["state"] == "finished"
 
 

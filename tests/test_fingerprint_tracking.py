@@ -5,6 +5,7 @@ completes again, and once when the store was down while the checkpoint went away
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,34 +15,15 @@ from mlflow.tracking import MlflowClient
 from ray import tune
 
 from study.names import FINGERPRINT_ARTIFACT
-from study.tracking import MlflowTrackingCallback, StudyTracker
+from tests import test_tracking
 from tests.test_dynamics import batches, pretrained, reinitialised
-from tests.test_tracking import FlakyClient
 from trainables.fingerprints import FILE_NAME, LayerFingerprint
 from trainables.fingerprints.capture import capture
 from trainables.fingerprints.compare import compare
 from trainables.tune_adapter import FINAL_FILE
 
 ARTIFACT = f"{FINGERPRINT_ARTIFACT}/{FILE_NAME}"
-
-
-@pytest.fixture
-def store(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracker = StudyTracker(uri, "study")
-    study_run = tracker.study_run("inv", "study", {}, {})
-    arm_run = tracker.arm_run(study_run, "depth=2", {"depth": 2})
-    return uri, study_run, {"depth=2": arm_run}
-
-
-def _callback(store) -> tuple[MlflowTrackingCallback, FlakyClient]:
-    uri, study_run, arm_runs = store
-    cb = MlflowTrackingCallback(uri, "study", study_run, arm_runs)
-    tracker = StudyTracker(uri, "study")
-    flaky = FlakyClient(tracker.client)
-    tracker.client = flaky
-    cb._tracker = tracker
-    return cb, flaky
+callback = test_tracking.callback  # the fixture: a callback on a real store, its client flaky
 
 
 def _completed(tmp_path: Path, trial_id: str, seed: int, fingerprint: LayerFingerprint):
@@ -68,8 +50,8 @@ def _downloaded(cb, trial, folder: Path) -> LayerFingerprint:
     return LayerFingerprint.load(path)
 
 
-def test_a_fingerprint_read_back_from_mlflow_compares_as_in_memory(store, tmp_path):
-    cb, _ = _callback(store)
+def test_a_fingerprint_read_back_from_mlflow_compares_as_in_memory(callback, tmp_path):
+    cb, _ = callback
     encoder, sample = pretrained(), batches()
     a, b = capture(encoder, sample), capture(reinitialised(encoder, 2), sample)
     trials = [_completed(tmp_path, "t1", 2, a), _completed(tmp_path, "t2", 3, b)]
@@ -82,26 +64,27 @@ def test_a_fingerprint_read_back_from_mlflow_compares_as_in_memory(store, tmp_pa
     assert in_memory["cka"][:3] == [1.0] * 3 and in_memory["cka"][3] < 1.0
 
 
-def test_a_trial_completing_again_after_a_restart_logs_its_fingerprint_once(store, tmp_path):
-    cb, flaky = _callback(store)
+def test_a_trial_completing_again_after_a_restart_logs_its_fingerprint_once(callback, tmp_path):
+    cb, _ = callback
     trial = _completed(tmp_path, "t1", 2, capture(pretrained(), batches()))
     cb.on_trial_complete(0, [], trial)
-    # a new driver restores the trial from the same final checkpoint; it reports again
-    again, flaky_again = _callback(store)
-    calls = []
-    flaky_again.client = _Counting(flaky.client, calls)
+    # a new driver unpickles the callback and restores the trial from the same final
+    # checkpoint; the trial reports again and completes again
+    again = pickle.loads(pickle.dumps(cb))
+    calls: list[str] = []
+    again.tracker.client = _Counting(again.tracker.client, calls)
     again.on_trial_complete(0, [], trial)
     run = again._runs[trial.trial_id]
     assert run == cb._runs[trial.trial_id]
     assert [f.path for f in MlflowClient(cb.tracking_uri).list_artifacts(run, "fingerprint")] == [
         ARTIFACT
     ]
-    assert "log_artifact" not in calls
+    assert "list_artifacts" in calls and "log_artifact" not in calls
 
 
 @pytest.mark.parametrize("kind", ["lost", "refused"])
-def test_an_upload_that_failed_is_sent_once_the_store_answers(store, tmp_path, kind):
-    cb, flaky = _callback(store)
+def test_an_upload_that_failed_is_sent_once_the_store_answers(callback, tmp_path, kind):
+    cb, flaky = callback
     fingerprint = capture(pretrained(), batches())
     trial = _completed(tmp_path, "t1", 2, fingerprint)
     flaky.faults = [("log_artifact", kind)]
@@ -115,8 +98,8 @@ def test_an_upload_that_failed_is_sent_once_the_store_answers(store, tmp_path, k
     assert compare(read, fingerprint)["attn_js"] == [0.0] * fingerprint.blocks
 
 
-def test_a_trial_without_a_fingerprint_logs_none(store, tmp_path):
-    cb, _ = _callback(store)
+def test_a_trial_without_a_fingerprint_logs_none(callback, tmp_path):
+    cb, _ = callback
     trial = _completed(tmp_path, "t1", 2, capture(pretrained(), batches()))
     trial.last_result["fingerprint_bytes"] = 0.0  # kept none: dynamics or fingerprint off
     cb.on_trial_complete(0, [], trial)

@@ -48,17 +48,25 @@ def _centred(x: np.ndarray) -> np.ndarray | None:
 
 
 def prepare(x: np.ndarray, variance: float = SVCCA_VARIANCE) -> Prepared:
-    """`x` (tokens x features, any float dtype) prepared for `compare_prepared`."""
+    """`x` (tokens x features, any float dtype) prepared for `compare_prepared`.
+
+    The singular directions come from the eigendecomposition of the features' Gram matrix
+    (features x features, needed for CKA anyway) rather than an SVD of the tokens: the
+    same directions (x = u s v^T gives x^T x = v s^2 v^T), several times faster for the
+    ~2,000 tokens x 384 features of a fingerprint layer. Squaring costs precision only in
+    directions below 1e-8 of the largest, far below the 1% of the variance SVCCA drops."""
     centred = _centred(x)
     if centred is None:
         return Prepared(np.asarray(x), None, math.nan, None)
-    _, s, vt = np.linalg.svd(centred, full_matrices=False)
-    energy = np.cumsum(s**2) / np.sum(s**2)
-    k = min(int(np.searchsorted(energy, variance)) + 1, len(s))
+    gram = centred.T @ centred
+    eigenvalues, vectors = np.linalg.eigh(gram)  # ascending
+    eigenvalues, vectors = np.clip(eigenvalues[::-1], 0.0, None), vectors[:, ::-1]
+    energy = np.cumsum(eigenvalues) / np.sum(eigenvalues)
+    k = min(int(np.searchsorted(energy, variance)) + 1, len(eigenvalues))
+    k = min(k, int(np.sum(eigenvalues > eigenvalues[0] * np.finfo(np.float64).eps)))
     # centred @ v_k / s_k is the orthonormal basis u_k of those directions (u = x v / s)
-    whitening = vt[:k].T / s[:k]
-    gram_norm = float(np.linalg.norm(centred.T @ centred))
-    return Prepared(np.asarray(x), centred, gram_norm, whitening)
+    whitening = vectors[:, :k] / np.sqrt(eigenvalues[:k])
+    return Prepared(np.asarray(x), centred, float(np.linalg.norm(gram)), whitening)
 
 
 def compare_prepared(a: Prepared, b: Prepared) -> tuple[float, float]:

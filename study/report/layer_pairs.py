@@ -29,6 +29,7 @@ import pandas as pd
 from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from threadpoolctl import threadpool_limits
 
 from study import stats
 from study.names import FINGERPRINT_ARTIFACT
@@ -129,7 +130,10 @@ def _compared(tracking_uri: str, pairs: list[PlannedPair]) -> pd.DataFrame:
     with tempfile.TemporaryDirectory(prefix="fingerprints-") as folder:
         prints = _downloaded(MlflowClient(tracking_uri), runs, Path(folder))
         usable = [p for p in pairs if p.run_a in prints and p.run_b in prints]
-        values = compare_pairs(prints, [(p.run_a, p.run_b) for p in usable])
+        # one BLAS thread: on these 384 x 384 decompositions OpenBLAS's threads cost more
+        # than they give (measured 10x slower with 2 threads on a busy 2-core machine)
+        with threadpool_limits(1, user_api="blas"):
+            values = compare_pairs(prints, [(p.run_a, p.run_b) for p in usable])
     rows = [
         (p.kind, p.arm_a, p.arm_b, p.factor, p.unit_a, p.unit_b, measure, layer, value)
         for p in usable

@@ -103,11 +103,14 @@ def heatmap(rows: pd.DataFrame, title: str, path: Path) -> Path | None:
         grid = rows[rows.measure == measure].pivot_table(index="layer", columns="pair",
                                                          values="value", sort=False)  # fmt: skip
         values = grid.reindex(columns=pairs).to_numpy(float)
-        image = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower")
+        # bright = alike in every panel: reversed for the distances
+        cmap = "viridis_r" if measure in DISTANCES else "viridis"
+        image = ax.imshow(values, cmap=cmap, aspect="auto", origin="lower")
         if len(pairs) <= 12:
             for (i, j), value in np.ndenumerate(values):
+                dark = image.norm(value) < 0.6 if cmap == "viridis" else image.norm(value) > 0.4
                 ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=6,
-                        color="white" if image.norm(value) < 0.6 else "black")  # fmt: skip
+                        color="white" if dark else "black")  # fmt: skip
         ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index], fontsize=7)
         ax.set_ylabel("hidden state\n(0 = embeddings)" if measure in HIDDEN_STATES else "block")
         ax.set_xticks(range(len(pairs)), pairs if ax is axes[-1, 0] else [""] * len(pairs),
@@ -203,7 +206,8 @@ def layer_section(kind: str, order: int, heading: str, what: str) -> Section:
     def figures(own: Tables, folder: Path) -> dict[str, Path]:
         if name not in own:
             return {}
-        path = heatmap(own[name], f"{heading} (one column per pair)", folder / f"{name}.png")
+        title = f"{heading}\n(one column per pair; bright = alike)"
+        path = heatmap(own[name], title, folder / f"{name}.png")
         return {name: path} if path else {}
 
     def markdown(record: StudyRecord, own: Tables) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -44,23 +45,26 @@ def trial_config(fingerprint: bool, threads: int, epochs: int) -> dict:
     }
 
 
-def run_trial(config: dict, folder: Path, name: str) -> tuple[float, dict, int]:
-    """Wall seconds, the final metrics and the bytes of the fingerprint file written."""
+def run_trial(config: dict, folder: Path, name: str) -> tuple[float, float, dict, int]:
+    """Wall and CPU seconds (user + system: what the wall time would be on an idle machine
+    when others share this one), the final metrics and the bytes of the fingerprint file."""
     path, out, state = folder / f"{name}.yaml", folder / f"{name}.json", folder / name
     path.write_text(yaml.safe_dump(config))
-    started = time.perf_counter()
+    started, before = time.perf_counter(), _children_cpu()
     subprocess.run(
         [sys.executable, "-m", "trainables", "--config", str(path), "--metrics-out", str(out),
          "--checkpoint-dir", str(state)],
         cwd=REPO, check=True, capture_output=True,
     )  # fmt: skip
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, _children_cpu() - before
     written = state / "fingerprint.safetensors"
-    return (
-        wall,
-        json.loads(out.read_text().splitlines()[-1]),
-        (written.stat().st_size if written.exists() else 0),
-    )
+    size = written.stat().st_size if written.exists() else 0
+    return wall, cpu, json.loads(out.read_text().splitlines()[-1]), size
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -71,23 +75,28 @@ def main() -> None:
     args = parser.parse_args()
     order = [False, True] + ([True, False] if args.rounds > 1 else [])
     walls: dict[bool, list[float]] = {False: [], True: []}
+    cpus: dict[bool, list[float]] = {False: [], True: []}
     with tempfile.TemporaryDirectory() as tmp:
         for i, on in enumerate(order):
-            wall, metrics, size = run_trial(
+            wall, cpu, metrics, size = run_trial(
                 trial_config(on, args.threads, args.epochs), Path(tmp), f"trial{i}"
             )
-            walls[on].append(wall)
+            walls[on].append(round(wall, 1))
+            cpus[on].append(round(cpu, 1))
             if on:
                 kept = metrics
                 kept["file_bytes"] = size
     off, on = sum(walls[False]) / len(walls[False]), sum(walls[True]) / len(walls[True])
-    print(f"trial without fingerprint: {off:7.1f} s wall (mean of {walls[False]})")
-    print(f"trial with fingerprint:    {on:7.1f} s wall (mean of {walls[True]})")
+    cpu_off, cpu_on = sum(cpus[False]) / len(cpus[False]), sum(cpus[True]) / len(cpus[True])
+    print(f"trial without fingerprint: {off:7.1f} s wall, {cpu_off:7.1f} s CPU "
+          f"(each: {walls[False]}, {cpus[False]})")  # fmt: skip
+    print(f"trial with fingerprint:    {on:7.1f} s wall, {cpu_on:7.1f} s CPU "
+          f"(each: {walls[True]}, {cpus[True]})")  # fmt: skip
     print(f"fingerprint: {kept['fingerprint_bytes'] / 1e6:.2f} MB of arrays, "
           f"{kept['file_bytes'] / 1e6:.2f} MB file, {int(kept['fingerprint_sentences'])} "
           f"sentences; taking it: fingerprint_s {kept['fingerprint_s']:.2f} s")  # fmt: skip
-    print(f"ratio with/without: {on / off:.3f} (target <= 1.05); fingerprint_s / trial: "
-          f"{kept['fingerprint_s'] / on:.4f}")  # fmt: skip
+    print(f"ratio with/without: {on / off:.3f} wall, {cpu_on / cpu_off:.3f} CPU (target "
+          f"<= 1.05); fingerprint_s / trial wall: {kept['fingerprint_s'] / on:.4f}")  # fmt: skip
 
 
 if __name__ == "__main__":

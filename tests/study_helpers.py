@@ -181,9 +181,14 @@ def assert_every_trial_once(
     keys = Counter(r.data.tags["trial_key"] for r in runs["trial"])
     assert len(keys) == n_trials and set(keys.values()) == {1}, keys  # one MLflow run each
     assert {r.data.tags["status"] for r in runs["trial"]} <= {"completed", "pruned"}
+    client = MlflowClient(uri or tracking_uri(tmp))
     for run in runs["trial"]:  # no evaluation logged twice after a restart
         steps = metric_steps(tmp, run.info.run_id, "dev_f1", uri)
         assert len(steps) == len(set(steps))
+        # a completed trial's layer fingerprint reached its run, whichever driver ended it
+        fingerprints = [f.path for f in client.list_artifacts(run.info.run_id, "fingerprint")]
+        completed = run.data.tags["status"] == "completed"
+        assert fingerprints == (["fingerprint/fingerprint.safetensors"] if completed else [])
     assert runs["study"][0].data.tags["state"] == "finished"
 
 

@@ -193,6 +193,15 @@ CASES: dict[str, Case] = {
     "reinit k out of range": _edit_case(
         "fixed.reinit_from: 4 is not allowed: the model has 3 layers", fixed__reinit_from=4
     ),
+    "fingerprint cap not a size": _edit_case(
+        "fixed.fingerprint_max_bytes: '20 parsecs' is not allowed: expected a size such as 20MB",
+        fixed__fingerprint_max_bytes="20 parsecs",
+    ),
+    "fingerprint in the grid": _edit_case(
+        "grid.fingerprint: 'fingerprint' changes what a trial records, not what it learns: set "
+        "it once for the study under fixed",
+        grid__fingerprint=[True, False],
+    ),
     "distribution low >= high": _edit_case(
         "search.lr.low: 0.5 is not allowed: low must be below high",
         search__lr={"type": "uniform", "low": 0.5, "high": 0.1},

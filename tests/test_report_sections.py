@@ -29,7 +29,8 @@ def test_the_shipped_sections_in_their_order():
     found = [(s.slot, s.name) for s in section.all_sections()]
     assert found == [("results", "label_maps"), ("results", "heads"), ("followups", "expected_max"),
                      ("followups", "degenerate"), ("followups", "variance_split"),
-                     ("followups", "reproducibility")]  # fmt: skip
+                     ("followups", "layers_seeds"), ("followups", "layers_arms"),
+                     ("followups", "layers_data"), ("followups", "reproducibility")]  # fmt: skip
 
 
 @pytest.fixture

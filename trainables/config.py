@@ -13,6 +13,7 @@ from typing import Any
 
 from trainables.errors import ConfigError
 from trainables.precision import AUTO, PRECISIONS
+from trainables.sizes import parse_size
 from trainables.yaml_reading import bool_word
 
 SCHEDULES = ("linear", "cosine", "constant")
@@ -56,6 +57,11 @@ class TrialConfig:
     # the first `dynamics_sentences` dev windows: after the last step, at every evaluation, or off
     dynamics: str = "end"
     dynamics_sentences: int = 64
+    # with dynamics on, the final encoder's layer fingerprint on that sample
+    # (trainables/fingerprints), for comparing trials with each other; capped in size
+    # (e.g. "20MB": the sample's last sentences are dropped until it fits), or off
+    fingerprint: bool = True
+    fingerprint_max_bytes: int | float | str | None = None
     # hardware
     device: str = "auto"
     precision: str = AUTO  # bf16 on CUDA and on CPUs with native bf16, else fp32
@@ -113,6 +119,7 @@ class TrialConfig:
             self.dynamics in DYNAMICS_MODES, "dynamics", self.dynamics, f"one of {DYNAMICS_MODES}"
         )
         _check(self.dynamics_sentences >= 1, "dynamics_sentences", self.dynamics_sentences, ">= 1")
+        _check_fingerprint(self.fingerprint, self.fingerprint_max_bytes)
         _check(self.precision in PRECISIONS, "precision", self.precision, f"one of {PRECISIONS}")
         _check(0 <= self.dropout < 1, "dropout", self.dropout, "in [0, 1)")
         _check(
@@ -155,6 +162,15 @@ def normalized(name: str, value: Any) -> Any:
     YAML 1.1 read as booleans (trainables/yaml_reading.py), so older files keep their meaning."""
     word = bool_word(value) if name in _BOOL_FIELDS else None
     return value if word is None else word
+
+
+def _check_fingerprint(keep: Any, max_bytes: Any) -> None:
+    _check(isinstance(keep, bool), "fingerprint", keep, "true or false (off / on in YAML)")
+    if max_bytes is not None:
+        try:
+            parse_size(max_bytes)
+        except ValueError as err:
+            _check(False, "fingerprint_max_bytes", max_bytes, str(err).removeprefix("expected "))
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:

@@ -23,8 +23,17 @@ from trainables.data.batching import collate
 from trainables.data.encoding import EncodedSplit
 from trainables.errors import ModelError
 
+# CKA and SVCCA are in trainables/similarity.py (no torch), shared with the report; their
+# names stay importable from here
+from trainables.similarity import (  # noqa: F401
+    SVCCA_VARIANCE,
+    compare_prepared,
+    linear_cka,
+    prepare,
+    svcca_distance,
+)
+
 WEIGHT_PARTS = ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
-SVCCA_VARIANCE = 0.99
 
 Batch = Mapping[str, torch.Tensor]
 
@@ -154,6 +163,18 @@ def _run(model: nn.Module, batch: Batch) -> tuple[tuple[torch.Tensor, ...], ...]
     return out.attentions, out.hidden_states
 
 
+def encoder_outputs(
+    encoder: nn.Module, batches: Iterable[Batch]
+) -> Iterator[tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...], torch.Tensor]]:
+    """Per batch: the attention probabilities of every block, the hidden states (0 =
+    embeddings) and the batch's attention mask, measured as the dynamics measure (eval mode,
+    eager attention, no gradients; the model's modes come back after)."""
+    with _measuring(encoder):
+        for batch in batches:
+            attentions, hidden = _run(encoder, batch)
+            yield attentions, hidden, batch["attention_mask"]
+
+
 # --- attention ----------------------------------------------------------------------------
 
 
@@ -197,48 +218,6 @@ def _token_rows(hidden: tuple[torch.Tensor, ...], mask: torch.Tensor) -> list[np
     return [h[keep].float().cpu().numpy() for h in hidden]
 
 
-def _centred(x: np.ndarray) -> np.ndarray | None:
-    """Column-centred and scaled to unit Frobenius norm (both similarities ignore scale, and
-    this keeps Gram products far from overflow); None when no feature varies."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.shape[0] < 2 or not np.ptp(x, axis=0).any():
-        return None
-    x = x - x.mean(axis=0)
-    return x / np.linalg.norm(x)
-
-
-def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
-    """Linear CKA (Kornblith et al. 2019) of two token-by-feature matrices with the same rows:
-    invariant to rotations and isotropic scaling of either side, so it compares what two layers
-    encode rather than their bases. NaN where a side has no variance, as CKA is undefined there."""
-    x_c, y_c = _centred(x), _centred(y)
-    if x_c is None or y_c is None:
-        return math.nan
-    cross = np.linalg.norm(y_c.T @ x_c) ** 2
-    return float(cross / (np.linalg.norm(x_c.T @ x_c) * np.linalg.norm(y_c.T @ y_c)))
-
-
-def _top_directions(x_c: np.ndarray, variance: float) -> np.ndarray:
-    """Orthonormal basis of the fewest singular directions explaining `variance`: the SV step of
-    SVCCA, which drops low-variance noise directions before CCA can overfit them."""
-    u, s, _ = np.linalg.svd(x_c, full_matrices=False)
-    energy = np.cumsum(s**2) / np.sum(s**2)
-    k = min(int(np.searchsorted(energy, variance)) + 1, len(s))
-    return u[:, :k]
-
-
-def svcca_distance(x: np.ndarray, y: np.ndarray, variance: float = SVCCA_VARIANCE) -> float:
-    """1 - mean canonical correlation after SVD reduction (Raghu et al. 2017). The canonical
-    correlations of two centred orthonormal bases are the singular values of their product.
-    NaN where a side has no variance."""
-    x_c, y_c = _centred(x), _centred(y)
-    if x_c is None or y_c is None:
-        return math.nan
-    u_x, u_y = _top_directions(x_c, variance), _top_directions(y_c, variance)
-    correlations = np.linalg.svd(u_x.T @ u_y, compute_uv=False)
-    return float(np.clip(1.0 - correlations.mean(), 0.0, 1.0))
-
-
 def _similarities(
     tuned: list[list[np.ndarray]], pretrained: list[list[np.ndarray]]
 ) -> dict[str, list[float]]:
@@ -246,8 +225,9 @@ def _similarities(
     for layer in range(len(tuned[0])):
         x = np.concatenate([rows[layer] for rows in tuned])
         y = np.concatenate([rows[layer] for rows in pretrained])
-        out["cka"].append(linear_cka(x, y))
-        out["svcca"].append(svcca_distance(x, y))
+        cka, svcca = compare_prepared(prepare(x), prepare(y))
+        out["cka"].append(cka)
+        out["svcca"].append(svcca)
     return out
 
 

@@ -37,6 +37,9 @@ from trainables.data.subsets import nested_fraction_indices
 from trainables.data.types import TaggedSentence
 from trainables.device import autocast, resolve_device, trial_precision
 from trainables.errors import ConfigError, TrainingDiverged
+from trainables.fingerprints import FILE_NAME as FINGERPRINT_FILE
+from trainables.fingerprints import LayerFingerprint
+from trainables.fingerprints.capture import take_fingerprint
 from trainables.memory import keep_freed_memory
 from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
 from trainables.tagger import Tagger, build_tagger, load_encoder, param_groups
@@ -195,6 +198,7 @@ class Trial:
             else []
         )
         self._reference: torch.nn.Module | None = None
+        self.fingerprint: LayerFingerprint | None = None  # taken after the last step, if on
 
     def _start_at_step_zero(self) -> None:
         """Position and history: everything `save` writes beyond the modules."""
@@ -242,6 +246,11 @@ class Trial:
                     metrics.update(self._final_metrics())
                 if cfg.dynamics == "each_eval" or (done and cfg.dynamics == "end"):
                     metrics.update(self.layer_dynamics())
+                if done and cfg.dynamics != "off" and cfg.fingerprint:
+                    self.fingerprint, cost = take_fingerprint(
+                        self.model.encoder, self.dynamics_sample, cfg
+                    )
+                    metrics.update(cost)
                 loss_sum, loss_count, tokens, busy = 0.0, 0, 0, 0.0
                 self.last_metrics = metrics
                 yield metrics
@@ -378,6 +387,8 @@ class Trial:
             "precision": self.precision,
         }
         torch.save(state, directory / STATE_FILE)
+        if self.fingerprint is not None:
+            self.fingerprint.save(directory / FINGERPRINT_FILE)
 
     def restore(self, directory: str | Path) -> None:
         directory = Path(directory)

@@ -19,6 +19,7 @@ import ray
 from ray import tune
 
 from trainables.config import TrialConfig
+from trainables.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.precision import FP32
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ def train_tagger(config: dict[str, Any]) -> None:
     """Ray Tune function trainable: train, report at every evaluation with a checkpoint.
 
     The checkpoint of the final report holds only the final metrics (a few kB, not the
-    weights and optimizer state): a finished trial needs nothing else, and with
+    weights and optimizer state) and the layer fingerprint, which the driver's tracking
+    callback logs to MLflow: a finished trial needs nothing else, and with
     `num_to_keep=1` Ray then drops the trial's last full checkpoint, so a study's storage
     holds full checkpoints only for trials still running or paused. A trial restored from
     that final checkpoint (the driver died after the trial ended but before Ray saved that
@@ -102,6 +104,8 @@ def staged_checkpoint(trial: Trial, metrics: dict[str, Any]) -> Iterator[str]:
             try:
                 if metrics.get("final"):
                     (Path(directory) / FINAL_FILE).write_text(json.dumps(metrics))
+                    if trial.fingerprint is not None:  # the driver logs it to MLflow
+                        trial.fingerprint.save(Path(directory) / FINGERPRINT_FILE)
                 else:
                     trial.save(directory)
             except OSError:

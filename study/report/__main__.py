@@ -29,6 +29,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", help="report folder (default reports/<study>[-<profile>])")
     parser.add_argument("--run-id", help="the study run (default: the newest finished one)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log back to MLflow")
+    parser.add_argument("--layers", action="store_true",
+                        help="require the cross-trial layer comparisons: refuse a study whose "
+                        "trials kept no layer fingerprints")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -43,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         report = write_report(uri, args.study, args.out, args.run_id,
-                              log_to_mlflow=not args.no_mlflow)  # fmt: skip
+                              log_to_mlflow=not args.no_mlflow,
+                              require_layers=args.layers)  # fmt: skip
     except UserInputError as err:
         print(f"error: {joined(err)}", file=sys.stderr)
         return 2

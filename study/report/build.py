@@ -30,6 +30,7 @@ from study.report.data import (
     load_study_record,
 )
 from study.report.html import render_html
+from study.report.layer_pairs import require_fingerprints
 from study.report.markdown import render_markdown
 from study.report.section import Section, all_sections
 from trainables.errors import UserInputError
@@ -144,10 +145,14 @@ def write_report(
     reports_root: Path | str = "reports",
     log_to_mlflow: bool = True,
     aso: dict | None = None,
+    require_layers: bool = False,
 ) -> Report:
     """Build the report in a temporary folder beside its destination and move it into place
-    only when complete; then record it in MLflow."""
+    only when complete; then record it in MLflow. `require_layers`: refuse, before anything
+    is written, a study whose trials kept no layer fingerprints to compare."""
     record = load_study_record(tracking_uri, study, run_id)
+    if require_layers:
+        require_fingerprints(record)
     folder = Path(out) if out else report_folder(reports_root, study, record.tags.get("profile"))
     folder.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(folder.parent, os.W_OK):

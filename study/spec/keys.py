@@ -28,7 +28,12 @@ SET_AT_TOP = {
     "data_seed": "phases.confirm.data_seeds",
 }
 # Settings a study holds one value of, under `fixed` only, and why.
-FIXED_ONLY = {"precision": "a study never mixes precisions across its arms or trials"}
+# Settings with one value for the whole study, and why.
+FIXED_ONLY = {
+    "precision": "a study never mixes precisions across its arms or trials",
+    "fingerprint": "it changes what a trial records, not what it learns",
+    "fingerprint_max_bytes": "it changes what a trial records, not what it learns",
+}
 FACTORS = tuple(name for name in TrialConfig.field_names() if name not in SET_AT_TOP)
 SECTIONS = ("grid", "search", "fixed")
 # Settings whose valid range depends on how many blocks the (truncated) encoder has.

@@ -2,10 +2,10 @@
 
 The public names below are what the report and the driver use; each job sits in its own
 module: `_compare` (the figures of a comparison and the verdicts under multiplicity), `_record`
-(the comparison record and its wording), `_pairs` (which arms are compared), `sequential`
-(the decision rule shared by the driver and the report, with `_spending`: alpha spending
-and the looks' levels, and `_power`: power at every n), `_aso`
-(deepsig's almost stochastic order, vectorised).
+(the comparison record and its wording), `_pairs` (which arms are compared), `_seed_pairs`
+(a mean over pairs of seeds and its jackknife interval), `sequential` (the decision rule
+shared by the driver and the report, with `_spending`: alpha spending and the looks' levels,
+and `_power`: power at every n), `_aso` (deepsig's almost stochastic order, vectorised).
 """
 
 from __future__ import annotations
@@ -29,10 +29,13 @@ from study.stats._compare import (
 )
 from study.stats._pairs import DIRECTIONS, arm_pairs, direction
 from study.stats._record import EXPLORATORY, Comparison, unit_text
+from study.stats._seed_pairs import MIN_SEEDS as PAIR_MIN_SEEDS
+from study.stats._seed_pairs import seed_pair_interval
 
 __all__ = [
-    "ALPHA", "ASO_TAU", "BOOTSTRAP_MIN_SEEDS", "DIRECTIONS", "EXPLORATORY", "POWER",
+    "ALPHA", "ASO_TAU", "BOOTSTRAP_MIN_SEEDS", "DIRECTIONS", "EXPLORATORY", "PAIR_MIN_SEEDS",
+    "POWER",
     "Comparison", "arm_pairs", "bootstrap_ci", "cohens_dz", "compare", "compare_arms",
-    "direction", "holm", "pair_scores", "sequential", "sequential_decision", "t_interval",
-    "unit_text", "wilcoxon_min_p", "with_level",
+    "direction", "holm", "pair_scores", "seed_pair_interval", "sequential",
+    "sequential_decision", "t_interval", "unit_text", "wilcoxon_min_p", "with_level",
 ]  # fmt: skip

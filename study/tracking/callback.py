@@ -17,6 +17,7 @@ from study.names import (
     TRIAL_CONFIG,
 )
 from study.plan import trial_key
+from study.tracking.artifacts import copy_fingerprint, log_fingerprint
 from study.tracking.store import (
     STATUS_RUN,
     StudyTracker,
@@ -153,6 +154,8 @@ class MlflowTrackingCallback(Callback):
         if errored:  # the error of the last attempt, and how often Ray ran it in all
             tags["error"] = _error_text(trial)
             tags["failures"] = int(getattr(trial, "num_failures", 0))
+        if status == "completed" and result.get("fingerprint_bytes"):
+            self._keep_fingerprint(trial)
         self._write(lambda: self._record_end(trial, tags, STATUS_RUN[status]))
         study = trial.config[STUDY_TAGS]
         value = result.get(self.metric, float("nan"))
@@ -168,6 +171,21 @@ class MlflowTrackingCallback(Callback):
             what, study["phase"], study["arm"], study["sample"], study["seed"], self.metric,
             value, f"{result.get('epoch', float('nan')):.2f}", status,
         )  # fmt: skip
+
+    def _keep_fingerprint(self, trial) -> None:
+        """Copy the trial's layer fingerprint out of its final checkpoint now (the phase
+        deletes checkpoints when it ends), and queue the copy's upload."""
+        try:
+            local = copy_fingerprint(getattr(trial, "checkpoint", None))
+        except OSError as err:  # the trial's results stand without it; say so
+            log.warning("trial %s: could not read its fingerprint: %s", trial.trial_id,
+                        first_line(err, 300))  # fmt: skip
+            return
+        if local is None:
+            log.warning("trial %s reported a fingerprint its final checkpoint does not hold",
+                        trial.trial_id)  # fmt: skip
+            return
+        self._write(lambda: log_fingerprint(self.tracker, self._run_of(trial), local))
 
     def _record_end(self, trial, tags: dict[str, Any], run_status: str) -> None:
         run_id = self._run_of(trial)

@@ -1,0 +1,51 @@
+"""A finished trial's layer fingerprint, from its final checkpoint to an artifact of its MLflow
+trial run (`fingerprint/fingerprint.safetensors`), where the report finds it.
+
+The trial writes the file into its final checkpoint (trials never talk to MLflow); the driver
+copies it out when the trial completes, while the checkpoint still exists (a finished phase
+deletes its trials' checkpoints, study/execution/tuner.py), and logs the copy, queued like
+every other write while the store is down. The checkpoint may live on remote storage, so it
+is read through its own filesystem, never as a local path. A trial restored after a restart
+completes again with the same final checkpoint: its artifact is logged only when the run does
+not hold it already, whole.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+from study.names import FINGERPRINT_ARTIFACT
+from study.tracking.store import StudyTracker
+from trainables.fingerprints import FILE_NAME
+
+log = logging.getLogger(__name__)
+
+
+def copy_fingerprint(checkpoint) -> Path | None:
+    """The fingerprint file of a Ray checkpoint copied into a new local temporary folder,
+    or None when the checkpoint holds none."""
+    if checkpoint is None:
+        return None
+    source = f"{checkpoint.path.rstrip('/')}/{FILE_NAME}"
+    if checkpoint.filesystem.get_file_info(source).type != pafs.FileType.File:
+        return None
+    local = Path(tempfile.mkdtemp(prefix="fingerprint-")) / FILE_NAME
+    pafs.copy_files(source, str(local), source_filesystem=checkpoint.filesystem,
+                    destination_filesystem=pafs.LocalFileSystem())  # fmt: skip
+    return local
+
+
+def log_fingerprint(tracker: StudyTracker, run_id: str, local: Path) -> None:
+    """Log the copied file to the trial run unless the run holds it whole already, then
+    remove the copy."""
+    size = local.stat().st_size
+    logged = tracker.client.list_artifacts(run_id, FINGERPRINT_ARTIFACT)
+    if not any(f.path == f"{FINGERPRINT_ARTIFACT}/{local.name}" and f.file_size == size
+               for f in logged):  # fmt: skip
+        tracker.client.log_artifact(run_id, str(local), FINGERPRINT_ARTIFACT)
+    shutil.rmtree(local.parent, ignore_errors=True)

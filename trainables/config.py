@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainables.errors import ConfigError
+from trainables.stage_config import check_stages
 from trainables.yaml_reading import bool_word
 
 SCHEDULES = ("linear", "cosine", "constant")
@@ -32,6 +33,9 @@ class TrialConfig:
     freeze: str | int | None = None  # "embeddings" or n = embeddings + first n blocks
     probe: bool = False  # freeze the whole encoder, train only the head
     dropout: float = 0.1
+    # stages trained before the target, each with its own data and head (trainables/stages.py;
+    # checked by trainables/stage_config.py); [] trains the target from the pretrained encoder
+    intermediate: list[dict[str, Any]] = field(default_factory=list)
     # optimisation
     lr: float = 5e-5
     head_lr: float | None = None  # None: same as lr
@@ -127,6 +131,7 @@ class TrialConfig:
             self.reinit_heads,
             "a list of [layer, head] pairs",
         )
+        check_stages(self.intermediate, self.field_names())
 
 
 _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {

@@ -36,7 +36,7 @@ from trainables.data.sources import Splits, load_checked_splits
 from trainables.data.subsets import nested_fraction_indices
 from trainables.data.types import TaggedSentence
 from trainables.device import autocast, resolve_device
-from trainables.errors import TrainingDiverged
+from trainables.errors import ConfigError, TrainingDiverged
 from trainables.memory import keep_freed_memory
 from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
 from trainables.tagger import Tagger, build_tagger, load_encoder, param_groups
@@ -131,6 +131,8 @@ class Trial:
     """One training run, set up by the steps of `__init__` in order, then trained by `run`."""
 
     def __init__(self, config: TrialConfig):
+        if config.intermediate:  # a staged trial is a chain of these (trainables/stages.py)
+            raise ConfigError("a trial with intermediate stages is built by stages.new_trial")
         self.cfg = config
         self.device = _set_up_process(config)
         # two random streams, so a study can vary initialisation and data order separately

@@ -76,9 +76,10 @@ class StudyRecord:
     def stages(self) -> dict[str, list[str]]:
         """Per arm, the names of the intermediate stages its trials ran before the target
         ([] for none); empty when no trial of the study had any."""
-        values = self.trials.get(INTERMEDIATE, pd.Series(dtype=object))
+        if INTERMEDIATE not in self.trials:
+            return {}
         out: dict[str, list[str]] = {}
-        for arm, stages in zip(self.trials.arm, values, strict=True):
+        for arm, stages in zip(self.trials.arm, self.trials[INTERMEDIATE], strict=True):
             if isinstance(stages, list):
                 out.setdefault(arm, [stage_name(s, i) for i, s in enumerate(stages)])
         return out if any(out.values()) else {}

@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 from study.names import EXPLORE  # noqa: E402
 from study.report.data import StudyRecord  # noqa: E402
 from study.report.text import factor_text  # noqa: E402
+from trainables.stage_config import INTERMEDIATE, stage_label  # noqa: E402
 
 LABELS = {
     "dev_f1": "dev F1 (conlleval)",
@@ -152,6 +153,9 @@ def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
     if len(grid) != 2 or done.empty or metric not in done:
         return None
     rows, cols = list(grid)
+    if INTERMEDIATE in grid:  # lists of stages, by their names (a list is no pivot key)
+        grid[INTERMEDIATE] = [factor_text(INTERMEDIATE, v) for v in grid[INTERMEDIATE]]
+        done = done.assign(**{INTERMEDIATE: done[INTERMEDIATE].map(stage_label)})
     table = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="mean")
     table = table.reindex(index=grid[rows], columns=grid[cols])
     counts = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="count")

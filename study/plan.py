@@ -16,6 +16,7 @@ from typing import Any
 from study.names import CONFIRM, EXPLORE
 from study.precision import resolved_precision
 from study.spec import StudySpec
+from trainables.stage_config import INTERMEDIATE, stage_label, stage_name
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,12 @@ class Arm:
 
     @property
     def id(self) -> str:
-        return ",".join(f"{k}={_short(v)}" for k, v in self.factors.items())
+        return ",".join(f"{k}={_shown(k, v)}" for k, v in self.factors.items())
+
+
+def _shown(name: str, value: Any) -> str:
+    """A factor's value in an arm id; a list of stages by its stages' names (`spans`)."""
+    return stage_label(value) if name == INTERMEDIATE else _short(value)
 
 
 def _short(value: Any) -> str:
@@ -145,6 +151,7 @@ class StudyPlan:
             f"  arms ({len(self.arms)}):",
         ]
         lines += [f"    [{a.index}] {a.id}" for a in self.arms]
+        lines += self._stage_lines()
         if spec.search:
             searched = ", ".join(f"{k} ~ {d.describe()}" for k, d in spec.search.items())
             lines.append(f"  searched per arm: {searched}")
@@ -164,6 +171,17 @@ class StudyPlan:
         lines.append(f"  total: at most {self.trials} trials")
         return "\n".join(lines)
 
+    def _stage_lines(self) -> list[str]:
+        """What each arm trains before the target, when a study has intermediate stages."""
+        spec = self.spec
+        lists = spec.grid.get(INTERMEDIATE) or [spec.fixed.get(INTERMEDIATE) or []]
+        described = [
+            " -> ".join([*(_stage_text(s, i) for i, s in enumerate(stages)), "target"])
+            for stages in lists
+            if stages
+        ]  # fmt: skip
+        return [f"  stages: {text}" for text in described]
+
     def _seed_lines(self) -> list[str]:
         explore = next((p for p in self.phases if p.name == EXPLORE), None)
         confirm = next((p for p in self.phases if p.name == CONFIRM), None)
@@ -180,6 +198,11 @@ class StudyPlan:
         a = self.spec.analysis
         return [f"  analysis (declared): primary {a.primary}, margin {a.margin:g}, "
                 f"alpha {a.alpha:g}, spending {a.spending}; other metrics exploratory"]  # fmt: skip
+
+
+def _stage_text(stage: dict, index: int) -> str:
+    settings = {k: v for k, v in stage.items() if k != "name"}
+    return f"{stage_name(stage, index)} {settings}"
 
 
 def _epochs(spec: StudySpec, arm: Arm) -> float:

@@ -45,6 +45,7 @@ from study.progress.line import StudyProgress
 from study.progress.quiet import quiet_driver
 from study.search.optuna_storage import check_storage, default_storage, study_name
 from study.spec import StudySpec, check_same_overrides, load_study
+from study.spec.stages import check_stage_data, study_stages
 from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
 from study.tracking.start import open_study_runs, probe_tracking
@@ -128,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     spec = load_study(args.study, args.profile, overrides=args.overrides)
+    if study_stages(spec.grid, spec.fixed):
+        # an intermediate stage reports its metrics as stage<i>_..., without the study metric,
+        # which only the target's results have (and Tune would otherwise refuse a result for)
+        os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     if args.dry_run:
         print(make_plan(spec).describe())
         return EXIT_OK
@@ -174,6 +179,7 @@ def _check_before_writing(
     state["overrides"] = list(args.overrides)
     spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
     splits, labels = load_checked_splits(spec.data)
+    check_stage_data(spec.grid, spec.fixed)
     check_address(args.address)
     optuna_url = _optuna_storage(args, uri, store)
     plan = make_plan(spec)

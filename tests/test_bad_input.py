@@ -146,6 +146,20 @@ def _relative_data_path(tmp: Path, base: dict):
     return [str(study)], f"error: {tmp}/bad.txt: file not found"
 
 
+SPANS = {"name": "spans", "data": {"embedded": "wnut16", "untyped": True}}
+
+
+def _stage_case(expected: str, **stage) -> Case:
+    return _edit_case(expected, fixed__intermediate=[{**SPANS, **stage}])
+
+
+def _stage_not_bio(tmp: Path, base: dict):
+    bad = _write_file(tmp, "bad_stage.txt", "john\tB-PER\nsmith\tE-PER\n")
+    stage = {"name": "bad", "data": {**base["data"], "train": bad}}
+    expected = f"intermediate stage 'bad': {bad}:2: tag 'E-PER' is not in the BIO/IOB2 scheme"
+    return [str(_study_with(tmp, base, fixed__intermediate=[stage]))], expected
+
+
 CASES: dict[str, Case] = {
     "malformed CoNLL line": _data_case(
         "train", "john\tB-PER\nlives\n", lambda p: f"{p}:2: expected at least 2 columns"
@@ -231,6 +245,20 @@ CASES: dict[str, Case] = {
     ),
     "override without a value": _override_case("fixed.epochs", "--set fixed.epochs: expected"),
     "data path relative to the study file": _relative_data_path,
+    "stage without data": _edit_case(
+        "fixed.intermediate[0]: data is missing: each stage trains on its own data",
+        fixed__intermediate=[{"name": "spans", "epochs": 1}],
+    ),
+    "stage tags not BIO": _stage_not_bio,
+    "probe on a stage": _stage_case(
+        "fixed.intermediate[0].probe: not allowed in a stage: probe applies to the target stage "
+        "only",
+        probe=True,
+    ),
+    "unknown stage key": _stage_case(
+        "fixed.intermediate[0].ephocs: unknown stage key 'ephocs' (did you mean 'epochs'?)",
+        ephocs=1,
+    ),
     "Optuna storage not a URL": lambda tmp, base: (
         [str(_study_with(tmp, base)), "--optuna-storage", "optuna.db"],
         "--optuna-storage optuna.db: not a database URL",

@@ -27,7 +27,8 @@ SECTION = Section(
 
 def test_the_shipped_sections_in_their_order():
     found = [(s.slot, s.name) for s in section.all_sections()]
-    assert found == [("results", "label_maps"), ("results", "heads"), ("followups", "expected_max"),
+    assert found == [("results", "label_maps"), ("results", "heads"), ("results", "stages"),
+                     ("followups", "expected_max"),
                      ("followups", "degenerate"), ("followups", "variance_split"),
                      ("followups", "layers_seeds"), ("followups", "layers_arms"),
                      ("followups", "layers_data"), ("followups", "reproducibility")]  # fmt: skip

@@ -131,6 +131,24 @@ def test_result_batches_put_layers_at_their_index_and_fit_mlflow_limits():
     assert [len(t) for _, t in batches] == [1, 0, 0]
 
 
+def test_a_staged_trials_results_are_logged_under_their_stage_prefixes():
+    """An intermediate stage's result carries its metrics as stage<i>_...: logged as they are,
+    at the trial's step; the target's final result carries each stage's layer dynamics,
+    logged per layer like the target's own."""
+    stage = {"stage": 0.0, "step": 12, "stage0_step": 12, "stage0_dev_f1": 0.4,
+             "stage0_final": 1.0, "stage0_head_kept": 0.0}  # fmt: skip
+    ((metrics, _),) = result_batches(stage, 12)
+    assert {(m.key, m.step) for m in metrics} == {(k, 12) for k in stage}
+    final = {"step": 30, "final": True, "dev_f1": 0.5, "intermediate_steps": 12.0,
+             "dyn/l2_sum/0": 2.0, "dyn/stage0_l2_sum/0": 1.0,
+             "dyn/stage0_l2_sum/1": 1.5}  # fmt: skip
+    ((metrics, _),) = result_batches(final, 30)
+    assert {(m.key, m.step) for m in metrics} >= {
+        ("intermediate_steps", 30), ("dyn_l2_sum", 0), ("dyn_stage0_l2_sum", 0),
+        ("dyn_stage0_l2_sum", 1),
+    }  # fmt: skip
+
+
 def test_a_callback_saved_under_the_old_module_path_still_loads():
     """Tune pickles the callback into a phase's saved state; a study saved before the tracking
     package existed names it `study.tracking.MlflowTrackingCallback`, and must resume."""

@@ -17,6 +17,8 @@ import yaml
 
 from trainables.config import TrialConfig
 from trainables.errors import TrainingDiverged, UserInputError, joined
+from trainables.stage_config import STAGE_KEY, stage_prefix
+from trainables.stages import StagedTrial, new_trial
 from trainables.train import Trial
 from trainables.yaml_reading import load_yaml, parse_value
 
@@ -33,18 +35,23 @@ def _parse_overrides(pairs: list[str]) -> dict:
     return out
 
 
-def _run_logged(trial: Trial, checkpoint_dir: str | None, metrics_out: str | None) -> dict:
+def _run_logged(
+    trial: Trial | StagedTrial, checkpoint_dir: str | None, metrics_out: str | None
+) -> dict:
     """Run to the end, logging each evaluation and saving state after each one."""
     metrics: dict = {}
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(Path(metrics_out).open("a")) if metrics_out else None
         for metrics in trial.run():
+            # an intermediate stage's metrics are `stage<i>_<name>`, the target's plain
+            at = stage_prefix(int(metrics[STAGE_KEY])) if STAGE_KEY in metrics else ""
             log.info(
-                "step %d  epoch %.2f  train_loss %.4f  dev_f1 %.4f",
+                "%sstep %d  epoch %.2f  train_loss %.4f  dev_f1 %.4f",
+                at,
                 metrics["step"],
-                metrics["epoch"],
-                metrics["train_loss"],
-                metrics["dev_f1"],
+                metrics[f"{at}epoch"],
+                metrics[f"{at}train_loss"],
+                metrics[f"{at}dev_f1"],
             )
             if checkpoint_dir:
                 trial.save(checkpoint_dir)
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         values = load_yaml(Path(args.config).read_text()) or {} if args.config else {}
         values.update(_parse_overrides(args.set))
-        trial = Trial(TrialConfig.from_dict(values))
+        trial = new_trial(TrialConfig.from_dict(values))
         if args.resume:
             trial.restore(args.checkpoint_dir)
         metrics = _run_logged(trial, args.checkpoint_dir, args.metrics_out)

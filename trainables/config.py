@@ -14,6 +14,7 @@ from typing import Any
 from trainables.errors import ConfigError
 from trainables.precision import AUTO, PRECISIONS
 from trainables.sizes import parse_size
+from trainables.stage_config import check_stages
 from trainables.yaml_reading import bool_word
 
 SCHEDULES = ("linear", "cosine", "constant")
@@ -33,6 +34,9 @@ class TrialConfig:
     freeze: str | int | None = None  # "embeddings" or n = embeddings + first n blocks
     probe: bool = False  # freeze the whole encoder, train only the head
     dropout: float = 0.1
+    # stages trained before the target, each with its own data and head (trainables/stages.py;
+    # checked by trainables/stage_config.py); [] trains the target from the pretrained encoder
+    intermediate: list[dict[str, Any]] = field(default_factory=list)
     # optimisation
     lr: float = 5e-5
     head_lr: float | None = None  # None: same as lr
@@ -134,6 +138,7 @@ class TrialConfig:
             self.reinit_heads,
             "a list of [layer, head] pairs",
         )
+        check_stages(self.intermediate, self.field_names())
 
 
 _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {

@@ -143,6 +143,8 @@ class Trial:
     """One training run, set up by the steps of `__init__` in order, then trained by `run`."""
 
     def __init__(self, config: TrialConfig):
+        if config.intermediate:  # a staged trial is a chain of these (trainables/stages.py)
+            raise ConfigError("a trial with intermediate stages is built by stages.new_trial")
         self.cfg = config
         self.device, self.precision = _set_up_process(config)
         # two random streams, so a study can vary initialisation and data order separately

@@ -23,6 +23,7 @@ from trainables.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.precision import FP32
 
 if TYPE_CHECKING:
+    from trainables.stages import StagedTrial
     from trainables.train import Trial
 
 TRIAL_KEY = "trial"
@@ -68,7 +69,7 @@ def train_tagger(config: dict[str, Any]) -> None:
     that final checkpoint (the driver died after the trial ended but before Ray saved that
     fact) re-reports its result without training, and says so with `restored_final`.
     """
-    from trainables.train import Trial  # torch: imported in the trial's worker, not the driver
+    from trainables.stages import new_trial  # torch: in the trial's worker, not the driver
 
     node = {"node_id": ray.get_runtime_context().get_node_id()}
     trial = None
@@ -79,12 +80,12 @@ def train_tagger(config: dict[str, Any]) -> None:
             if final.is_file():
                 tune.report({**json.loads(final.read_text()), **node, "restored_final": True})
                 return
-            trial = Trial(_trial_config(config))
+            trial = new_trial(_trial_config(config))
             trial.restore(directory)
         if trial.finished and trial.last_metrics:  # a full final checkpoint of older versions
             tune.report({**trial.last_metrics, **node, "restored_final": True})
             return
-    trial = trial or Trial(_trial_config(config))
+    trial = trial or new_trial(_trial_config(config))
     for metrics in trial.run():
         with staged_checkpoint(trial, metrics) as directory:
             tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(directory))
@@ -95,7 +96,7 @@ def _trial_config(config: dict[str, Any]) -> TrialConfig:
 
 
 @contextmanager
-def staged_checkpoint(trial: Trial, metrics: dict[str, Any]) -> Iterator[str]:
+def staged_checkpoint(trial: Trial | StagedTrial, metrics: dict[str, Any]) -> Iterator[str]:
     """The evaluation's checkpoint in a temporary folder, in memory where it has room. A
     memory folder that fills while it is written (other trials staging theirs at the same
     moment) gives way to the default temporary folder rather than failing the trial."""

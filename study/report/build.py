@@ -33,6 +33,7 @@ from study.report.html import render_html
 from study.report.layer_pairs import require_fingerprints
 from study.report.markdown import render_markdown
 from study.report.section import Section, all_sections
+from study.report.text import factor_text
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -188,7 +189,8 @@ def comparison_label(c: stats.Comparison, arms: dict[str, dict[str, Any]]) -> st
     """`depth_5_vs_6`: the differing factor and its two values; the other factors are fixed
     by the arm run the metric is logged on."""
     if c.factor and c.factor in arms[c.arm_a] and c.factor in arms[c.arm_b]:
-        return f"{c.factor}_{arms[c.arm_a][c.factor]}_vs_{arms[c.arm_b][c.factor]}"
+        a, b = (factor_text(c.factor, arms[arm][c.factor]) for arm in (c.arm_a, c.arm_b))
+        return f"{c.factor}_{a}_vs_{b}"
     return f"vs_{c.arm_b}"
 
 

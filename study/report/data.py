@@ -28,6 +28,7 @@ from study.names import (
     STUDY_RUN_ID,
 )
 from trainables.errors import UserInputError
+from trainables.stage_config import INTERMEDIATE, INTERMEDIATE_STEPS, stage_name
 
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
@@ -70,6 +71,18 @@ class StudyRecord:
         out = ["dev_f1", "test_f1", *(f"{n}_f1" for n in self.extra_sets), *BASE_METRICS[2:]]
         study_metric = (self.plan.get("metric") or {}).get("name")
         return out + [study_metric] if study_metric and study_metric not in out else out
+
+    @property
+    def stages(self) -> dict[str, list[str]]:
+        """Per arm, the names of the intermediate stages its trials ran before the target
+        ([] for none); empty when no trial of the study had any."""
+        if INTERMEDIATE not in self.trials:
+            return {}
+        out: dict[str, list[str]] = {}
+        for arm, stages in zip(self.trials.arm, self.trials[INTERMEDIATE], strict=True):
+            if isinstance(stages, list):
+                out.setdefault(arm, [stage_name(s, i) for i, s in enumerate(stages)])
+        return out if any(out.values()) else {}
 
     @property
     def analysis(self) -> Analysis:
@@ -253,15 +266,19 @@ def _extra_sets(trials: pd.DataFrame) -> list[str]:
 
 
 def learning_curves(record: StudyRecord, phase: str = CONFIRM) -> pd.DataFrame:
-    """Dev F1 at every evaluation of every completed trial of a phase: arm, seed, step,
-    evaluation (index), dev_f1. Seeds of one arm are aligned by evaluation index."""
+    """Dev F1 at every evaluation of every completed trial of a phase: arm, seed, step (the
+    target's own, after any intermediate stages), evaluation (index), dev_f1. Seeds of one
+    arm are aligned by evaluation index."""
     client = MlflowClient(record.tracking_uri)
     rows = []
     done = record.trials[(record.trials.phase == phase) & (record.trials.status == "completed")]
     for trial in done.itertuples():
         history = sorted(client.get_metric_history(trial.run_id, "dev_f1"), key=lambda m: m.step)
+        before = getattr(trial, INTERMEDIATE_STEPS, 0.0)  # NaN for a trial without stages
+        before = int(before) if before == before else 0
         for index, point in enumerate(history):
-            rows.append((trial.arm, trial.seed, int(point.step), index, float(point.value)))
+            step = int(point.step) - before
+            rows.append((trial.arm, trial.seed, step, index, float(point.value)))
     return pd.DataFrame(rows, columns=["arm", "seed", "step", "evaluation", "dev_f1"])
 
 

@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from study import stats
-from study.report.text import markdown_table, num, p_value
+from study.report.text import markdown_table, num, p_value, stage_sequence
 
 if TYPE_CHECKING:
     from study.report import Report
@@ -70,10 +70,12 @@ def _arm_section(report: Report) -> str:
     table = report.arm_table
     metrics = report.record.metrics
     searched = report.record.searched
-    header = ["arm", *searched, "n", *(m for m in metrics)]
+    stages = report.record.stages  # what each arm trained before the target, if any did
+    header = ["arm", *(["stages"] if stages else []), *searched, "n", *(m for m in metrics)]
     rows = []
     for row in table.to_dict("records"):
-        cells = [f"`{row['arm']}`", *(row[s] for s in searched), str(row["n_seeds"])]
+        shown = [stage_sequence(stages.get(row["arm"], []))] if stages else []
+        cells = [f"`{row['arm']}`", *shown, *(row[s] for s in searched), str(row["n_seeds"])]
         cells += [_mean_std(row, m) for m in metrics]
         rows.append(cells)
     intro = (
@@ -82,6 +84,12 @@ def _arm_section(report: Report) -> str:
         "`curve_area` is the mean dev F1 over evaluations (higher = learns earlier); "
         "`steps_to_95` is the first optimizer step reaching 95% of the final dev F1 (lower = "
         "faster)."
+        + (
+            " `stages`: what the arm trained, in order; the target's metrics are its own "
+            "(its steps counted from its start)."
+            if stages
+            else ""
+        )
         + (
             f" The searched factor(s) {', '.join(searched)} show the value confirm ran, chosen "
             "as the best explore sample of the arm."

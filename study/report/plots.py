@@ -19,6 +19,8 @@ import pandas as pd  # noqa: E402
 
 from study.names import EXPLORE  # noqa: E402
 from study.report.data import StudyRecord  # noqa: E402
+from study.report.text import factor_text  # noqa: E402
+from trainables.stage_config import INTERMEDIATE, stage_label  # noqa: E402
 
 LABELS = {
     "dev_f1": "dev F1 (conlleval)",
@@ -35,7 +37,7 @@ def arm_labels(record: StudyRecord) -> dict[str, str]:
     """Arms named by the factors that vary between them (`depth=5`), not the full id."""
     varying = [k for k, v in record.grid.items() if len(v) > 1] or list(record.grid)
     return {
-        arm: ", ".join(f"{k}={factors.get(k)}" for k in varying) or arm
+        arm: ", ".join(f"{k}={factor_text(k, factors.get(k))}" for k in varying) or arm
         for arm, factors in record.arms.items()
     }
 
@@ -151,6 +153,9 @@ def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
     if len(grid) != 2 or done.empty or metric not in done:
         return None
     rows, cols = list(grid)
+    if INTERMEDIATE in grid:  # lists of stages, by their names (a list is no pivot key)
+        grid[INTERMEDIATE] = [factor_text(INTERMEDIATE, v) for v in grid[INTERMEDIATE]]
+        done = done.assign(**{INTERMEDIATE: done[INTERMEDIATE].map(stage_label)})
     table = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="mean")
     table = table.reindex(index=grid[rows], columns=grid[cols])
     counts = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="count")
@@ -180,13 +185,16 @@ DYNAMICS = {
 
 HIDDEN_STATE_MEASURES = ("cka", "svcca")  # rows are hidden states (0 = embeddings)
 _WEIGHT_PART = re.compile(r"l2_(?!sum$)")  # the per-matrix distances: l2_sum stands for them
+_AFTER_STAGE = re.compile(r"stage\d+_")  # measured after an intermediate stage: its section's
 
 
 def dynamics_measures(measured: set[str]) -> list[str]:
     """The measures drawn: the known ones in their order, then any other the trainable reported
-    (a new measure needs no edit here), leaving out the per-matrix weight distances."""
+    (a new measure needs no edit here), leaving out the per-matrix weight distances and what
+    was measured after an intermediate stage (study/report/sections/stages.py draws those)."""
     known = [m for m in DYNAMICS if m in measured]
-    return known + sorted(m for m in measured - set(DYNAMICS) if not _WEIGHT_PART.match(m))
+    other = measured - set(DYNAMICS)
+    return known + sorted(m for m in other if not (_WEIGHT_PART.match(m) or _AFTER_STAGE.match(m)))
 
 
 def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:

@@ -7,6 +7,8 @@ import math
 
 import pandas as pd
 
+from trainables.stage_config import INTERMEDIATE, stage_label
+
 
 def num(value: float | None, digits: int = 4) -> str:
     """A figure with `digits` significant digits (fixed-point below 1); n/a for none or NaN."""
@@ -38,3 +40,13 @@ def _cell(value) -> str:
     if isinstance(value, float) and not value.is_integer():
         return num(value)
     return str(int(value)) if isinstance(value, float) else str(value)
+
+
+def factor_text(name: str, value) -> str:
+    """A factor's value as the report prints it: a list of stages by its stages' names."""
+    return stage_label(value) if name == INTERMEDIATE else str(value)
+
+
+def stage_sequence(names: list[str]) -> str:
+    """What an arm trained, in order: `spans → target`, or `target` alone."""
+    return " → ".join([*names, "target"])

@@ -24,10 +24,11 @@ from study.spec.paths import data_locations, model_location
 from study.spec.phases import declared_analysis, study_phases, study_seeds
 from study.spec.profiles import apply_profile
 from study.spec.reading import SEARCH_SPACES, find_study, read_study
+from study.spec.stages import check_stage_factor, locate_stage_data
 from study.spec.validated import Metric, StudySpec
 from trainables import layouts
 from trainables.config import TrialConfig
-from trainables.data.sources import CORPUS_KINDS, SPLITS, data_inputs
+from trainables.data.sources import CORPUS_KINDS, SPLITS, UNTYPED, data_inputs
 from trainables.errors import ConfigError, ModelError
 from trainables.model_source import read_config_json, resolve_model
 
@@ -77,9 +78,11 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
     data = _data(doc, folder)
     metric = _metric(doc)
     shape = _model_shape(doc, model, resolve_layers, download)
+    locate_stage_data(doc, folder)
     sections = factor_sections(doc)
     fixed = fixed_factors(doc, sections["fixed"], shape)
     grid = grid_factors(doc, sections["grid"], shape)
+    check_stage_factor(doc, sections, grid)
     search = search_space(doc, sections["search"], shape)
     seeds = study_seeds(doc)
     explore, confirm = study_phases(doc, seeds, search, shape)
@@ -141,7 +144,7 @@ def _data(doc: Doc, folder: Path) -> dict:
         return copy.deepcopy(TrialConfig().data)
     if not isinstance(value, dict):
         raise doc.bad(("data",), value, "a mapping such as {embedded: wnut16}")
-    doc.check_keys(("data",), value, (*CORPUS_KINDS, *SPLITS, "extra"), "data")
+    doc.check_keys(("data",), value, (*CORPUS_KINDS, *SPLITS, "extra", UNTYPED), "data")
     located = data_locations(doc, value, folder)
     try:
         data_inputs(located)

@@ -12,9 +12,11 @@ from typing import Any, Union
 
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
 from study.spec.keys import FACTORS, FIXED_ONLY, LAYER_FIELDS, SECTIONS, SET_AT_TOP
+from study.spec.stages import check_stage_list
 from trainables.config import TrialConfig, normalized
 from trainables.errors import ConfigError, joined
 from trainables.layouts import DEPTH_FORMS, RELATIVE_DEPTH
+from trainables.stage_config import INTERMEDIATE
 from trainables.yaml_reading import bool_word
 
 _FIELD_TYPES = typing.get_type_hints(TrialConfig)
@@ -69,6 +71,8 @@ def check_value(doc: Doc, path: FieldPath, name: str, value: Any, shape: Shape) 
     it with 'full'/'full-N' depths resolved."""
     if name == "depth":
         return _resolve_depth(doc, path, value, shape)
+    if name == INTERMEDIATE:  # a list of stages, each checked key by key
+        return check_stage_list(doc, path, value)
     value = normalized(name, value)  # a boolean setting also takes yes/no/on/off
     if not _fits(value, _FIELD_TYPES[name]):
         expected = describe_field(name) + text_number_hint(value)

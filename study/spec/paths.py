@@ -31,16 +31,17 @@ def model_location(doc: Doc, model: str, study_folder: Path) -> str:
     return _local_or_name(model, _base(doc, ("model",), study_folder))
 
 
-def data_locations(doc: Doc, data: dict, study_folder: Path) -> dict:
-    """The `data` mapping with every file and local dataset folder made absolute."""
+def data_locations(doc: Doc, data: dict, study_folder: Path, at: FieldPath = ("data",)) -> dict:
+    """The `data` mapping (written at `at`: `data`, or a stage's) with every file and local
+    dataset folder made absolute."""
     out = dict(data)
     for split in SPLITS:
         if split in out:
-            out[split] = _entry(doc, ("data", split), out[split], study_folder)
+            out[split] = _entry(doc, (*at, split), out[split], study_folder)
     extra = out.get("extra")
     if isinstance(extra, dict):
         out["extra"] = {
-            name: _entry(doc, ("data", "extra", str(name)), entry, study_folder)
+            name: _entry(doc, (*at, "extra", str(name)), entry, study_folder)
             for name, entry in extra.items()
         }
     return out

@@ -35,6 +35,15 @@ def check_tag(tag: str, origin: str) -> None:
         )
 
 
+SPAN_TYPE = "ENT"  # the one entity type of `untyped` data (trainables/data/sources)
+
+
+def untyped(tags: Sequence[str]) -> tuple[str, ...]:
+    """Entity spans without their types: every B-x becomes B-ENT and every I-x I-ENT, so a
+    corpus's spans make a tagging task of their own (an intermediate stage, say)."""
+    return tuple(tag if tag == "O" else f"{tag[:2]}{SPAN_TYPE}" for tag in tags)
+
+
 def to_iob2(tags: Sequence[str], origin: str = "") -> tuple[str, ...]:
     """Rewrite IOB1 or IOB2 tags as IOB2.
 

@@ -4,7 +4,9 @@ A split is given as a CoNLL file path, `{conll: PATH, strip_lang_prefix: bool}`,
 `{hf: NAME_OR_PATH, split: ..., config: ..., tokens_column: ..., tags_column: ...}`;
 `{embedded: wnut16}` supplies all three splits from the data package that ships with the
 project, so a laptop run needs no download. An evaluation entry of any kind may add a label
-map, `tag_map` and `unseen` (see `trainables.data.relabel`).
+map, `tag_map` and `unseen` (see `trainables.data.relabel`). `untyped: true` beside the
+sources keeps the entity spans of every split and drops their types (B-x/I-x become
+B-ENT/I-ENT): a span-detection task made from any corpus.
 
 Each kind of source is one module of this package, and every module here is imported below:
 defining a `SplitSource` or `CorpusSource` subclass registers its key (see `_kinds`), so a new
@@ -22,10 +24,13 @@ from typing import Any
 from trainables.data import relabel
 from trainables.data.labels import LabelMap
 from trainables.data.sources._kinds import CORPUS_KINDS, SPLIT_KINDS, CorpusSource, SplitSource
+from trainables.data.tags import untyped
 from trainables.data.types import TaggedSentence
 from trainables.errors import ConfigError, DataError
+from trainables.yaml_reading import bool_word
 
 SPLITS = ("train", "dev", "test")
+UNTYPED = "untyped"  # an option of the whole `data` mapping, beside its sources
 
 
 def _import_every_kind() -> None:
@@ -65,6 +70,7 @@ class DataInputs:
     corpus: CorpusSource | None  # the source of train, dev and test, when one gives all three
     splits: dict[str, SplitSource]  # by field: `extra.NAME`, and train, dev, test if no corpus
     rules: dict[str, relabel.LabelRules] = field(default_factory=dict)  # label maps, by field
+    untyped: bool = False  # every split's entity types dropped (B-x/I-x become B-ENT/I-ENT)
 
     def files(self) -> list[Path]:
         sources = [self.corpus, *self.splits.values()] if self.corpus else self.splits.values()
@@ -73,6 +79,7 @@ class DataInputs:
     def recorded_names(self) -> list[str]:
         """Dataset names as given, and the label maps, which change what a trial scores."""
         names = [name for source in self.splits.values() for name in source.recorded_names()]
+        names += [UNTYPED] if self.untyped else []
         return names + [rules.recorded(where) for where, rules in self.rules.items()]
 
 
@@ -97,7 +104,7 @@ def data_inputs(data: dict[str, Any]) -> DataInputs:
     """The sources a `data` config names, checked but not read."""
     # A null entry means "not set": a study profile removes an inherited key that way.
     data = {key: value for key, value in data.items() if value is not None}
-    known = {*CORPUS_KINDS, *SPLITS, "extra"}
+    known = {*CORPUS_KINDS, *SPLITS, "extra", UNTYPED}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"data: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -118,7 +125,16 @@ def data_inputs(data: dict[str, Any]) -> DataInputs:
         for where, entry in entries.items()
         if isinstance(entry, dict) and (found := relabel.LabelRules.from_entry(entry, where))
     }
-    return DataInputs(corpus[0] if corpus else None, splits, rules)
+    return DataInputs(corpus[0] if corpus else None, splits, rules, _untyped(data))
+
+
+def _untyped(data: dict[str, Any]) -> bool:
+    flag = data.get(UNTYPED, False)  # text: yes/no/on/off (trainables/yaml_reading.py)
+    value = bool_word(flag) if isinstance(flag, str) else flag
+    if not isinstance(value, bool):
+        raise ConfigError(f"data.{UNTYPED}: {flag!r} is not allowed: true (every entity type "
+                          "becomes ENT) or false")  # fmt: skip
+    return value
 
 
 def load_splits(data: dict[str, Any]) -> Splits:
@@ -127,7 +143,15 @@ def load_splits(data: dict[str, Any]) -> Splits:
     read = {where: source.sentences() for where, source in inputs.splits.items()}
     base = inputs.corpus.splits() if inputs.corpus else read
     extra = {where.removeprefix("extra."): read[where] for where in read if where not in SPLITS}
-    return Splits(base["train"], base["dev"], base["test"], extra, inputs.rules)
+    splits = Splits(base["train"], base["dev"], base["test"], extra, inputs.rules)
+    if inputs.untyped:
+        for where, sentences in splits.named().items():
+            splits.replace(where, [_spans_only(sentence) for sentence in sentences])
+    return splits
+
+
+def _spans_only(sentence: TaggedSentence) -> TaggedSentence:
+    return TaggedSentence(sentence.words, untyped(sentence.tags), sentence.origin)
 
 
 def load_checked_splits(data: dict[str, Any]) -> tuple[Splits, LabelMap]:

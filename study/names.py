@@ -23,6 +23,7 @@ STUDY_KIND, ARM_KIND, TRIAL_KIND = "study", "arm", "trial"
 STUDY_RUN_ID = "study_run_id"  # on arm and trial runs: the study run they belong to
 ANALYSIS_TAG = "analysis"  # on the study run: the declared analysis, JSON
 REUSED_TAG = "confirm_reused"  # on an explore trial run that also counts as a confirm trial
+TRAINABLE_TAG = "trainable"  # on the study run: tagger, or synthetic (never a finding)
 
 
 def default_tracking_uri(base: Path | str = ".") -> str:

@@ -121,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
     context = PhaseContext(
         spec=spec, plan=plan, store=store, study_dir=study_dir, tracking_uri=uri,
         study_run=study_run, arm_runs=arm_runs, max_concurrent=args.max_concurrent,
-        reuse_workers=args.address is None,
+        reuse_workers=args.address is None or spec.synthetic,
     )  # fmt: skip
     return _run_study(context, state, tracker, args.reports)
 
@@ -134,7 +134,7 @@ def _check_before_writing(
     invocation's folder in it, the study's state and the tracking URI."""
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
-    splits, labels = load_checked_splits(spec.data)
+    data_line = _checked_data(spec)
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
     uri = tracking_uri(args.tracking_uri)
@@ -144,12 +144,18 @@ def _check_before_writing(
     state["profile"] = profile
     check_address(args.address)
     log.info("plan: %s", plan.summary())
-    log.info(
-        "data: %d train / %d dev / %d test sentences, %d labels",
-        len(splits.train), len(splits.dev), len(splits.test), len(labels),
-    )  # fmt: skip
+    log.info("data: %s", data_line)
     log.info("results in %s; MLflow at %s", store.join(study_dir), shown_uri(uri))
     return store, study_dir, state, uri
+
+
+def _checked_data(spec: StudySpec) -> str:
+    """The study's data read and checked, in a few words; a synthetic study reads none."""
+    if spec.synthetic:
+        return "none (synthetic trainable: learning curves from a formula, not a finding)"
+    splits, labels = load_checked_splits(spec.data)
+    return (f"{len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test "
+            f"sentences, {len(labels)} labels")  # fmt: skip
 
 
 def _run_study(

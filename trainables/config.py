@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainables.errors import ConfigError
+from trainables.surface import TAGGER, surface_of
 
 SCHEDULES = ("linear", "cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
@@ -61,6 +62,9 @@ class TrialConfig:
     threads: int | None = None
     # fault injection for tests of the orchestration: raise at this step
     fail_at_step: int | None = None
+    # what trains: the tagger, or the synthetic response surface of trainables/surface.py
+    # ('synthetic' or {synthetic: {option: value}}), which tests the machinery, never a finding
+    trainable: str | dict[str, Any] = TAGGER
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -91,6 +95,7 @@ class TrialConfig:
         return dataclasses.asdict(self)
 
     def validate(self) -> None:
+        surface_of(self.trainable)  # a ConfigError naming the option at fault
         _check(self.lr > 0, "lr", self.lr, "a positive number")
         _check(self.head_lr is None or self.head_lr > 0, "head_lr", self.head_lr, "positive")
         _check(isinstance(self.epochs, int) and self.epochs >= 1, "epochs", self.epochs, ">= 1")

@@ -21,6 +21,7 @@ from study.spec.factors import (
 from study.spec.phases import declared_analysis, study_phases, study_seeds
 from study.spec.profiles import apply_profile
 from study.spec.reading import SEARCH_SPACES, find_study, read_study
+from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
 from study.spec.validated import Metric, StudySpec
 from trainables import layouts
 from trainables.config import TrialConfig
@@ -62,10 +63,13 @@ def load_study(
 
 def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudySpec:
     description = _description(doc)
-    model = _model_name(doc)
-    data = _data(doc)
+    trainable, surface = trainable_setting(doc)
+    model = SYNTHETIC_MODEL if surface else _model_name(doc)
+    data = {} if surface else _data(doc)
     metric = _metric(doc)
-    shape = _model_shape(doc, model, resolve_layers, download)
+    shape = (
+        surface_shape(surface) if surface else _model_shape(doc, model, resolve_layers, download)
+    )
     sections = factor_sections(doc)
     fixed = fixed_factors(doc, sections["fixed"], shape)
     grid = grid_factors(doc, sections["grid"], shape)
@@ -100,6 +104,7 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
         raw=doc.data,
         compare_baseline=baseline,
         analysis=analysis,
+        trainable=trainable,
     )
 
 

@@ -16,12 +16,13 @@ import urllib.request
 from typing import Any
 
 from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
-from study.names import ANALYSIS_TAG
+from study.names import ANALYSIS_TAG, TRAINABLE_TAG
 from study.plan import StudyPlan
 from study.spec import StudySpec
 from study.tracking.probe import probe_database, probe_server_store, shown_uri
 from study.tracking.store import StudyTracker
 from trainables.errors import UserInputError, first_line
+from trainables.surface import SYNTHETIC, TAGGER
 
 
 def probe_tracking(uri: str) -> None:
@@ -53,21 +54,23 @@ def open_study_runs(
 ) -> tuple[str, dict[str, str]]:
     """The study run of this invocation (`state["invocation"]`) and one arm run per arm, made
     or found again; the study run's id is put in `state`."""
+    kind = SYNTHETIC if spec.synthetic else TAGGER
     tags = {
         "study": spec.name,
         "profile": state["profile"],
         "plan": plan.summary(),
         "code_version": code_version(),
+        TRAINABLE_TAG: kind,
         "model": spec.model,
-        "model_fingerprint": model_fingerprint(spec.model),
-        "data_fingerprint": data_fingerprint(spec.data),
+        "model_fingerprint": kind if spec.synthetic else model_fingerprint(spec.model),
+        "data_fingerprint": kind if spec.synthetic else data_fingerprint(spec.data),
         "study_file": str(spec.path),
         "hardware": hardware(),
         ANALYSIS_TAG: spec.analysis.to_json(),
     }
     if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
         tags["compare_baseline"] = json.dumps(spec.compare_baseline)
-    name = f"{spec.name}/{state['profile']}"
+    name = f"{spec.name}/{state['profile']}" + (" (synthetic)" if spec.synthetic else "")
     study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
     arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
     state.update(study_run=study_run)

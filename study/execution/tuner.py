@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import ray
 from ray import tune
+from ray.tune.logger import JsonLoggerCallback
 
 from study.execution.context import PhaseContext
 from study.execution.saved_state import check_restorable
@@ -24,11 +25,16 @@ from study.execution.storage_guard import StorageGuard
 from study.execution.storage_outage import OutageGuard
 from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
 from study.search import ExploreTrial
+from study.spec import StudySpec
 from study.tracking import MlflowTrackingCallback
 from trainables.tune_adapter import train_tagger
 
 log = logging.getLogger(__name__)
 
+# Tune's default loggers also write a TensorBoard event file per trial, synced to disk at
+# every result (8 of 114 driver seconds at 600 quick trials, bench/scale.py); nothing here
+# reads it, and MLflow is the study's record
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 LIVE = {"PENDING", "RUNNING"}
 FINISHED = {"TERMINATED", "ERROR"}
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
@@ -64,12 +70,24 @@ def make_tuner(context: PhaseContext, name: str, searcher, scheduler, n_trials: 
         run_config=tune.RunConfig(
             name=name,
             storage_path=context.store.join(context.study_dir),
-            callbacks=[StorageGuard(), OutageGuard(), callback],  # guards first: see them
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            # guards first: see them; then each trial's result.json (ExperimentAnalysis and
+            # bench/study_overhead.py read it) but not Tune's TensorBoard and CSV files
+            callbacks=[StorageGuard(), OutageGuard(), callback, JsonLoggerCallback()],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=kept_checkpoints(spec)),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             verbose=1,
         ),
     )
+
+
+def kept_checkpoints(spec: StudySpec) -> int | None:
+    """Checkpoints Tune keeps per trial while it runs: the tagger's last one only (each is the
+    weights and optimizer state, hundreds of MB), for which Tune saves its whole experiment
+    state at every checkpoint so that the state never names one it deleted. That save grows
+    with the trials in the experiment; at thousands of quick trials it was most of the
+    driver's time (bench/scale.py, docs/scale.md). A synthetic trial's checkpoints are a few
+    kB, so all are kept (until the phase ends) and Tune saves its state every few seconds."""
+    return None if spec.synthetic else 1
 
 
 def trials_at_once(

@@ -57,6 +57,8 @@ def trial_config(
     the cores Ray gave them, unless the study fixes `threads` itself.
     """
     config: dict[str, Any] = {"model": spec.model, "data": spec.data}
+    if spec.synthetic:
+        config["trainable"] = spec.trainable
     config.update(spec.fixed)
     config.update(arm.factors)
     config.update(sample)
@@ -145,7 +147,9 @@ class StudyPlan:
         spec = self.spec
         lines = [
             f"study {spec.name} (profile {spec.profile or 'base'}): {spec.description}",
-            f"  model {spec.model}, data {spec.data}",
+            f"  model {spec.model}, data {spec.data}"
+            if not spec.synthetic
+            else f"  trainable: synthetic surface (no model, no data; no finding) {spec.trainable}",
             f"  metric {spec.metric.name} ({spec.metric.mode}), "
             f"resources per trial {spec.resources}, precision {resolved_precision(spec)}",
             f"  arms ({len(self.arms)}):",

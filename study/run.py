@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     context = PhaseContext(
         spec=spec, plan=plan, store=store, study_dir=study_dir, tracking_uri=uri,
         study_run=study_run, arm_runs=arm_runs, max_concurrent=args.max_concurrent,
-        reuse_workers=args.address is None, verbose=args.verbose,
+        reuse_workers=args.address is None or spec.synthetic, verbose=args.verbose,
         progress=_progress(plan, state, args.verbose), optuna_storage=optuna_url,
     )  # fmt: skip
     try:
@@ -178,19 +178,25 @@ def _check_before_writing(
     state["profile"] = profile
     state["overrides"] = list(args.overrides)
     spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
-    splits, labels = load_checked_splits(spec.data)
+    data_line = _checked_data(spec)
     check_stage_data(spec.grid, spec.fixed)
     check_address(args.address)
     optuna_url = _optuna_storage(args, uri, store)
     plan = make_plan(spec)
     log.info("plan: %s; precision %s", plan.summary(), state[PRECISION_KEY])
-    log.info(
-        "data: %d train / %d dev / %d test sentences, %d labels",
-        len(splits.train), len(splits.dev), len(splits.test), len(labels),
-    )  # fmt: skip
+    log.info("data: %s", data_line)
     log.info("results in %s; MLflow at %s%s", store.join(study_dir), shown_uri(uri),
              f"; Optuna storage {optuna_url}" if optuna_url and spec.explore else "")  # fmt: skip
     return spec, plan, store, study_dir, state, uri, optuna_url
+
+
+def _checked_data(spec: StudySpec) -> str:
+    """The study's data read and checked, in a few words; a synthetic study reads none."""
+    if spec.synthetic:
+        return "none (synthetic trainable: learning curves from a formula, not a finding)"
+    splits, labels = load_checked_splits(spec.data)
+    return (f"{len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test "
+            f"sentences, {len(labels)} labels")  # fmt: skip
 
 
 def _run_study(

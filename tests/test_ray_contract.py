@@ -52,10 +52,16 @@ def test_ray_asha_minimises_when_told_to():
 
 
 def test_the_controller_lists_and_stops_trials_as_the_schedulers_call_it():
-    """A scheduler is handed Ray's TuneController; ours list its trials and stop a paused
-    one through these two methods."""
-    assert list(inspect.signature(TuneController.get_trials).parameters) == ["self"]
+    """A scheduler is handed a wrapper of Ray's TuneController; ours list its live trials and
+    stop a paused one through these two methods, which the wrapper lets schedulers call, and
+    number trials as `on_trial_add` sees them."""
+    assert list(inspect.signature(TuneController.get_live_trials).parameters) == ["self"]
     assert list(inspect.signature(TuneController.stop_trial).parameters) == ["self", "trial"]
+    allowed = inspect.getsource(TuneController._wrapped)
+    assert '"get_live_trials"' in allowed and '"stop_trial"' in allowed
+    added = inspect.signature(FIFOScheduler.on_trial_add).parameters
+    assert list(added) == ["self", "tune_controller", "trial"]
+    assert "self._scheduler_alg.on_trial_add(" in inspect.getsource(TuneController.add_trial)
     called = inspect.signature(FIFOScheduler.choose_trial_to_run).parameters
     assert list(called) == ["self", "tune_controller"]
 

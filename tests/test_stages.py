@@ -18,8 +18,9 @@ from trainables.data.sources import load_checked_splits
 from trainables.errors import ConfigError
 from trainables.metrics import learning_curve_area
 from trainables.stage_config import STAGE_KEY, stage_label
-from trainables.stages import StagedTrial, new_trial, stage_config, target_config
+from trainables.stages import StagedTrial, stage_config, target_config
 from trainables.train import Trial
+from trainables.trials import new_trial
 
 TIMING = {"train_tokens_per_s", "dynamics_s", "stage0_train_tokens_per_s", "stage0_dynamics_s",
           "stage1_train_tokens_per_s", "stage1_dynamics_s"}  # fmt: skip

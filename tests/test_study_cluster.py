@@ -1,109 +1,35 @@
-"""A study on a two-node Ray cluster on this machine: `ray start --head` and a second
-`ray start --address`, each with its own temp dir, with token authentication, each node with
-one CPU so trials must use both. Teardown kills only these nodes' process groups.
-
-Ray 2.6x puts the nodes on the machine's address even when `--node-ip-address 127.0.0.1` is
-asked for (the GCS listens on every interface), so token authentication is what keeps this
-cluster private. The session folder is short on purpose: Ray's Unix sockets live in it and
-their paths may not exceed 107 bytes, which a pytest `tmp_path` easily does."""
+"""A study on a two-node Ray cluster on this machine (tests/ray_nodes.py: `ray start --head`
+and a second `ray start --address`, each with its own temp dir and one CPU, so trials must use
+both, with token authentication)."""
 
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from study.execution.runtime import storage_problem
 from study.execution.storage import StudyStore
+from tests.ray_nodes import ClusterError, ray_cluster, ray_unavailable_reason
 from tests.study_helpers import run_study, runs_by_kind, write_study
 
 pytestmark = pytest.mark.study
-RAY = shutil.which("ray")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [RAY, "start", "--block", "--num-cpus", "1", "--disable-usage-stats", *args],
-        env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
-
-
-def _wait_for_nodes(
-    address: str, env: dict, count: int, nodes: list[subprocess.Popen], log: Path,
-    timeout: float = 120,
-) -> None:  # fmt: skip
-    probe = (
-        "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
-        "print(sum(1 for n in ray.nodes() if n['Alive']))"
-    )
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if any(node.poll() is not None for node in nodes):
-            pytest.fail(f"a Ray node exited while starting: {log.read_text()[-1500:]}")
-        out = subprocess.run(
-            [sys.executable, "-c", probe, address], env=env, capture_output=True, text=True
-        )
-        if out.returncode == 0 and out.stdout.strip().endswith(str(count)):
-            return
-        time.sleep(2)
-    pytest.fail(f"the {count}-node Ray cluster did not come up: {out.stderr[-500:]}")
 
 
 @pytest.fixture
 def two_nodes(tmp_path):
-    if RAY is None:
-        pytest.skip("the `ray` command is not on PATH")
-    port = _free_port()
-    session = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
-    (session / "h").mkdir()
-    (session / "w").mkdir()
-    env = {
-        **os.environ,
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN": secrets.token_hex(16),
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
-    }
-    head = _start_node(
-        ["--head", "--port", str(port), "--temp-dir", str(session / "h"),
-         "--include-dashboard", "false"],
-        env, tmp_path / "head.log",
-    )  # fmt: skip
-    address = f"127.0.0.1:{port}"
-    nodes = [head]
-    try:
-        _wait_for_nodes(address, env, 1, nodes, tmp_path / "head.log")
-        worker_args = ["--address", address, "--temp-dir", str(session / "w")]
-        nodes.append(_start_node(worker_args, env, tmp_path / "worker.log"))
-        _wait_for_nodes(address, env, 2, nodes, tmp_path / "worker.log")
-        assert any((session / "w").iterdir()), "the worker node ignored its --temp-dir"
-        yield address, env
-    finally:
-        for node in nodes:
-            with_group = os.getpgid(node.pid) if node.poll() is None else None
-            if with_group:
-                os.killpg(with_group, signal.SIGTERM)
-        for node in nodes:
-            try:
-                node.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(node.pid, signal.SIGKILL)
-        shutil.rmtree(session, ignore_errors=True)
+    if ray_unavailable_reason():
+        pytest.skip(ray_unavailable_reason())
+    with ray_cluster(tmp_path) as cluster:
+        try:
+            cluster.start_head(num_cpus=1)
+            worker = cluster.add_node(num_cpus=1)
+            cluster.wait_for_nodes(2)
+        except ClusterError as err:
+            pytest.fail(str(err))
+        assert any(worker.temp_dir.iterdir()), "the worker node ignored its --temp-dir"
+        yield cluster.address, cluster.env
 
 
 def test_a_study_runs_its_trials_on_both_nodes(two_nodes, tmp_path, tiny_model, tiny_corpus):

@@ -18,8 +18,9 @@ import yaml
 from trainables.config import TrialConfig
 from trainables.errors import TrainingDiverged, UserInputError, joined
 from trainables.stage_config import STAGE_KEY, stage_prefix
-from trainables.stages import StagedTrial, new_trial
+from trainables.stages import StagedTrial
 from trainables.train import Trial
+from trainables.trials import new_trial
 from trainables.yaml_reading import load_yaml, parse_value
 
 log = logging.getLogger("trainables.train")  # the logger a trial's own lines go to

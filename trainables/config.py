@@ -15,6 +15,7 @@ from trainables.errors import ConfigError
 from trainables.precision import AUTO, PRECISIONS
 from trainables.sizes import parse_size
 from trainables.stage_config import check_stages
+from trainables.surface import TAGGER, surface_of
 from trainables.yaml_reading import bool_word
 
 SCHEDULES = ("linear", "cosine", "constant")
@@ -72,6 +73,9 @@ class TrialConfig:
     threads: int | None = None
     # fault injection for tests of the orchestration: raise at this step
     fail_at_step: int | None = None
+    # what trains: the tagger, or the synthetic response surface of trainables/surface.py
+    # ('synthetic' or {synthetic: {option: value}}), which tests the machinery, never a finding
+    trainable: str | dict[str, Any] = TAGGER
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -105,6 +109,7 @@ class TrialConfig:
         return dataclasses.asdict(self)
 
     def validate(self) -> None:
+        surface_of(self.trainable)  # a ConfigError naming the option at fault
         _check(self.lr > 0, "lr", self.lr, "a positive number")
         _check(self.head_lr is None or self.head_lr > 0, "head_lr", self.head_lr, "positive")
         _check(isinstance(self.epochs, int) and self.epochs >= 1, "epochs", self.epochs, ">= 1")

@@ -1,4 +1,5 @@
-"""Entity-level scores and the convergence summaries the depth study is about.
+"""Entity-level scores, and the convergence summaries the depth study is about (defined in
+`trainables.curves`, which needs no seqeval, and importable from here).
 
 `conlleval` mode (seqeval's default, lenient about ill-formed spans such as an entity that
 starts with I-) is the metric of record so numbers compare with the literature; `strict`
@@ -14,6 +15,12 @@ from dataclasses import dataclass, field
 
 from seqeval.metrics import classification_report
 from seqeval.scheme import IOB2
+
+from trainables.curves import learning_curve_area, steps_to_fraction_of_final
+
+__all__ = [
+    "EntityScores", "MODES", "entity_scores", "learning_curve_area", "steps_to_fraction_of_final",
+]  # fmt: skip
 
 MODES = ("conlleval", "strict")
 
@@ -73,27 +80,3 @@ def entity_scores(
         support=int(micro["support"]),
         per_type=per_type,
     )
-
-
-def learning_curve_area(f1_history: Sequence[float]) -> float:
-    """Mean dev F1 over evaluations: higher when a run gets good early, not only at the end."""
-    if not f1_history:
-        raise ValueError("learning-curve area needs at least one evaluation")
-    return float(sum(f1_history) / len(f1_history))
-
-
-def steps_to_fraction_of_final(
-    steps: Sequence[int], f1_history: Sequence[float], fraction: float = 0.95
-) -> int | None:
-    """First step whose dev F1 reaches `fraction` of the final F1; None if final F1 is 0.
-
-    Final, not best, F1 is the reference so that a run that peaks and degrades is not
-    credited with fast convergence to a value it does not keep.
-    """
-    if len(steps) != len(f1_history) or not steps:
-        raise ValueError("steps and F1 history must be non-empty and of equal length")
-    final = f1_history[-1]
-    if final <= 0:
-        return None
-    target = fraction * final
-    return next(s for s, f in zip(steps, f1_history, strict=True) if f >= target)

@@ -1,6 +1,6 @@
 """A trial with intermediate stages: each stage a whole `Trial` of its own, the encoder handed on.
 
-    trial = new_trial(TrialConfig.from_dict(config))   # a Trial, or a StagedTrial with stages
+    trial = new_trial(TrialConfig.from_dict(config))   # trainables/trials.py: a StagedTrial
     for metrics in trial.run(): ...                     # same protocol as Trial
 
 Stage i is exactly the trial `stage_config(config, i)` (its own data, label map, head,
@@ -87,11 +87,6 @@ def stage_config(config: TrialConfig, index: int) -> TrialConfig:
 
 def target_config(config: TrialConfig) -> TrialConfig:
     return dataclasses.replace(config, intermediate=[])
-
-
-def new_trial(config: TrialConfig) -> Trial | StagedTrial:
-    """The trial a config describes: a plain `Trial` unless it lists intermediate stages."""
-    return StagedTrial(config) if config.intermediate else Trial(config)
 
 
 def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:

@@ -144,7 +144,7 @@ class Trial:
 
     def __init__(self, config: TrialConfig):
         if config.intermediate:  # a staged trial is a chain of these (trainables/stages.py)
-            raise ConfigError("a trial with intermediate stages is built by stages.new_trial")
+            raise ConfigError("a trial with intermediate stages is built by trials.new_trial")
         self.cfg = config
         self.device, self.precision = _set_up_process(config)
         # two random streams, so a study can vary initialisation and data order separately

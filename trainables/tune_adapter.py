@@ -24,6 +24,7 @@ from trainables.precision import FP32
 
 if TYPE_CHECKING:
     from trainables.stages import StagedTrial
+    from trainables.synthetic import SyntheticTrial
     from trainables.train import Trial
 
 TRIAL_KEY = "trial"
@@ -61,6 +62,10 @@ def _writable(folder: Path) -> bool:
 def train_tagger(config: dict[str, Any]) -> None:
     """Ray Tune function trainable: train, report at every evaluation with a checkpoint.
 
+    It trains what the trial's `trainable` setting names: the tagger, or the synthetic
+    response surface (`trainables.surface`); the name stays `train_tagger` because Tune
+    saves it by name with every experiment.
+
     The checkpoint of the final report holds only the final metrics (a few kB, not the
     weights and optimizer state) and the layer fingerprint, which the driver's tracking
     callback logs to MLflow: a finished trial needs nothing else, and with
@@ -69,26 +74,30 @@ def train_tagger(config: dict[str, Any]) -> None:
     that final checkpoint (the driver died after the trial ended but before Ray saved that
     fact) re-reports its result without training, and says so with `restored_final`.
     """
-    from trainables.stages import new_trial  # torch: in the trial's worker, not the driver
+    # the trial's worker imports what it trains (torch for the tagger), never the driver
+    from trainables.trials import new_trial
 
-    node = {"node_id": ray.get_runtime_context().get_node_id()}
+    # what every report of this attempt carries beside the trial's metrics
+    stamp = {"node_id": ray.get_runtime_context().get_node_id()}
     trial = None
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as directory:
             final = Path(directory) / FINAL_FILE
             if final.is_file():
-                tune.report({**json.loads(final.read_text()), **node, "restored_final": True})
+                tune.report({**json.loads(final.read_text()), **stamp, "restored_final": True})
                 return
             trial = new_trial(_trial_config(config))
             trial.restore(directory)
         if trial.finished and trial.last_metrics:  # a full final checkpoint of older versions
-            tune.report({**trial.last_metrics, **node, "restored_final": True})
+            tune.report({**trial.last_metrics, **stamp, "restored_final": True})
             return
+        # every later result says where this attempt began (a retry, or --resume)
+        stamp["resumed_from_step"] = float(trial.step)
     trial = trial or new_trial(_trial_config(config))
     for metrics in trial.run():
         with staged_checkpoint(trial, metrics) as directory:
-            tune.report({**metrics, **node}, checkpoint=tune.Checkpoint.from_directory(directory))
+            tune.report({**metrics, **stamp}, checkpoint=tune.Checkpoint.from_directory(directory))
 
 
 def _trial_config(config: dict[str, Any]) -> TrialConfig:
@@ -96,7 +105,9 @@ def _trial_config(config: dict[str, Any]) -> TrialConfig:
 
 
 @contextmanager
-def staged_checkpoint(trial: Trial | StagedTrial, metrics: dict[str, Any]) -> Iterator[str]:
+def staged_checkpoint(
+    trial: Trial | StagedTrial | SyntheticTrial, metrics: dict[str, Any]
+) -> Iterator[str]:
     """The evaluation's checkpoint in a temporary folder, in memory where it has room. A
     memory folder that fills while it is written (other trials staging theirs at the same
     moment) gives way to the default temporary folder rather than failing the trial."""

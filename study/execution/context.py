@@ -22,7 +22,9 @@ class PhaseContext:
     study_run: str  # MLflow run id of this invocation's study run
     arm_runs: dict[str, str]  # arm id -> MLflow run id
     max_concurrent: int | None = None
-    reuse_workers: bool = True  # a local Ray keeps a trial's worker for the next trial
+    # a trial's worker runs the next trial: on a local Ray, and for synthetic trials on any
+    # (no GPU memory to free, and a worker takes longer to start than such a trial)
+    reuse_workers: bool = True
     verbose: bool = False  # Ray's own tables and lines as well as the study's
     progress: StudyProgress | None = None  # the study's progress line
     optuna_storage: str | None = None  # RDB URL the explore samples are copied to

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import ray
 from ray import tune
+from ray.tune.logger import JsonLoggerCallback
 
 from study.execution.context import PhaseContext
 from study.execution.saved_state import check_restorable, has_saved_state
@@ -27,11 +28,16 @@ from study.progress.callback import ProgressCallback
 from study.progress.quiet import tune_verbosity
 from study.search import ExploreTrial
 from study.search.tune_internals import run_config_of
+from study.spec import StudySpec
 from study.tracking import MlflowTrackingCallback
 from trainables.tune_adapter import train_tagger
 
 log = logging.getLogger(__name__)
 
+# Tune's default loggers also write a TensorBoard event file per trial, synced to disk at
+# every result (8 of 114 driver seconds at 600 quick trials, bench/scale.py); nothing here
+# reads it, and MLflow is the study's record
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 LIVE = {"PENDING", "RUNNING"}
 FINISHED = {"TERMINATED", "ERROR"}
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
@@ -79,8 +85,10 @@ def _new_tuner(
         run_config=tune.RunConfig(
             name=name,
             storage_path=context.store.join(context.study_dir),
-            callbacks=[StorageGuard(), OutageGuard(), callback],  # guards first: see them
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            # guards first: see them; then each trial's result.json (ExperimentAnalysis and
+            # bench/study_overhead.py read it) but not Tune's TensorBoard and CSV files
+            callbacks=[StorageGuard(), OutageGuard(), callback, JsonLoggerCallback()],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=kept_checkpoints(spec)),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             verbose=tune_verbosity(context.verbose),
         ),
@@ -96,6 +104,16 @@ def _set_output(tuner: tune.Tuner, context: PhaseContext) -> None:
     run_config.verbose = tune_verbosity(context.verbose)
     kept = [c for c in run_config.callbacks or [] if not isinstance(c, ProgressCallback)]
     run_config.callbacks = kept + ([ProgressCallback(context.progress)] if context.progress else [])
+
+
+def kept_checkpoints(spec: StudySpec) -> int | None:
+    """Checkpoints Tune keeps per trial while it runs: the tagger's last one only (each is the
+    weights and optimizer state, hundreds of MB), for which Tune saves its whole experiment
+    state at every checkpoint so that the state never names one it deleted. That save grows
+    with the trials in the experiment; at thousands of quick trials it was most of the
+    driver's time (bench/scale.py, docs/scale.md). A synthetic trial's checkpoints are a few
+    kB, so all are kept (until the phase ends) and Tune saves its state every few seconds."""
+    return None if spec.synthetic else 1
 
 
 def trials_at_once(

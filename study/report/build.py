@@ -31,7 +31,7 @@ from study.report.data import (
 )
 from study.report.html import render_html
 from study.report.layer_pairs import require_fingerprints
-from study.report.markdown import render_markdown
+from study.report.markdown import is_synthetic, render_markdown, report_title
 from study.report.section import Section, all_sections
 from study.report.text import factor_text
 from trainables.errors import UserInputError
@@ -54,7 +54,8 @@ class Report:
     def summary_line(self) -> str:
         primary = [c for c in self.comparisons if c.primary]
         verdicts = ", ".join(f"{c.arm_a} vs {c.arm_b}: {c.outcome}" for c in primary)
-        return (f"report: {self.folder / 'README.md'} ({len(primary)} primary comparison(s) "
+        what = "synthetic report" if is_synthetic(self.record) else "report"
+        return (f"{what}: {self.folder / 'README.md'} ({len(primary)} primary comparison(s) "
                 f"on {self.record.analysis.primary}: {verdicts or 'none'})")  # fmt: skip
 
 
@@ -120,7 +121,7 @@ def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> 
     page = render_markdown(report)
     (folder / "README.md").write_text(page)
     # the same page for the MLflow UI's artifact view, which renders HTML but not Markdown
-    title = f"Study report: {record.name}"
+    title = f"{report_title(record)}: {record.name}"
     (folder / HTML_PAGE).write_text(render_html(page, folder, title))
     return report
 

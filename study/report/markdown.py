@@ -11,10 +11,13 @@ import math
 from typing import TYPE_CHECKING
 
 from study import stats
+from study.names import TRAINABLE_TAG
 from study.report.text import markdown_table, num, p_value, stage_sequence
+from trainables.surface import SYNTHETIC
 
 if TYPE_CHECKING:
     from study.report import Report
+    from study.report.data import StudyRecord
 
 FIGURES = {
     "lr_vs_f1": "Explore phase: dev F1 against learning rate per arm (one point per seed).",
@@ -27,15 +30,33 @@ FIGURES = {
 }
 
 
+def report_title(record: StudyRecord) -> str:
+    """`Study report`, or `Synthetic study report` when the trials trained the synthetic
+    surface: such numbers test the machinery and must never pass for a finding."""
+    return "Synthetic study report" if is_synthetic(record) else "Study report"
+
+
+def is_synthetic(record: StudyRecord) -> bool:
+    return record.tags.get(TRAINABLE_TAG) == SYNTHETIC
+
+
+SYNTHETIC_NOTE = (
+    "> **Synthetic trainable.** Every number below comes from the response surface in "
+    "`trainables/surface.py`, not from training a model: this study tests the machinery "
+    "and is no finding."
+)
+
+
 def _header(report: Report) -> str:
     r = report.record
     tags = r.tags
     wall = tags.get("wall_s")
     lines = [
-        f"# Study report: `{r.name}` (profile `{tags.get('profile', '?')}`)",
+        f"# {report_title(r)}: `{r.name}` (profile `{tags.get('profile', '?')}`)",
         "",
         f"> {r.plan.get('description', '')}",
         "",
+        *([SYNTHETIC_NOTE, ""] if is_synthetic(r) else []),
         f"- MLflow: experiment `{r.name}`, study run `{r.run_id}` "
         f"(state: {tags.get('state', 'unknown')}"
         + (f", wall time {int(wall) // 60} min {int(wall) % 60} s" if wall else "")

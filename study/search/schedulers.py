@@ -20,10 +20,10 @@ from study.search.tune_internals import (
     PENDING,
     RUNNING,
     follow_metric,
+    live_trials_of,
     status_of,
     stop_trial,
     study_tags_of,
-    trials_of,
 )
 
 
@@ -54,8 +54,23 @@ class LimitedFIFO(FIFOScheduler):
     def _tidy_paused(self, tune_controller, trials) -> None:
         """Hook: deal with paused trials that must not run again."""
 
+    def on_trial_add(self, tune_controller, trial) -> None:
+        arrival = self._arrival()
+        arrival.setdefault(trial.trial_id, len(arrival))
+
+    def _arrival(self) -> dict[str, int]:
+        """Trial id -> the order Tune added it (restored trials are added again, in order);
+        kept as an attribute that schedulers saved before it existed lack."""
+        return self.__dict__.setdefault("arrival", {})
+
+    def live_trials(self, tune_controller) -> list:
+        """The trials not terminated, in the order they were created (first in, first out)."""
+        order = self._arrival()
+        live = live_trials_of(tune_controller)
+        return sorted(live, key=lambda trial: order.get(trial.trial_id, len(order)))
+
     def choose_trial_to_run(self, tune_controller):
-        trials = trials_of(tune_controller)
+        trials = self.live_trials(tune_controller)
         self._tidy_paused(tune_controller, trials)
         running = sum(1 for t in trials if status_of(t) == RUNNING)
         pending = [t for t in trials if status_of(t) == PENDING]
@@ -88,7 +103,7 @@ class ArmAwareASHA(LimitedFIFO):
         if decision == TrialScheduler.STOP:
             self.stopped_trials += 1
             # the sample is now stopped: its seeds paused at the rung go with it at once
-            self._tidy_paused(tune_controller, trials_of(tune_controller))
+            self._tidy_paused(tune_controller, self.live_trials(tune_controller))
         return decision
 
     def _tidy_paused(self, tune_controller, trials) -> None:

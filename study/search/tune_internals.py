@@ -11,8 +11,9 @@ The assumptions:
 - `AsyncHyperBandScheduler.on_trial_add/on_trial_result` read nothing of the trial but its
   `trial_id` and nothing of the controller, so a stand-in handle and no controller do;
 - its rungs are `grace_period * reduction_factor**k` below `max_t` (`asha_milestones`);
-- `TuneController.get_trials()` lists the experiment's trials and `stop_trial(trial)` stops
-  one (the controller a scheduler is handed is Ray's own class);
+- `TuneController.get_live_trials()` is the set of the experiment's trials not terminated
+  (allowed to schedulers by the wrapper Tune hands them), `stop_trial(trial)` stops one, and
+  a scheduler's `on_trial_add` sees every trial as Tune adds it, restored ones included;
 - a trial's `status` is one of `Trial.PENDING/RUNNING/PAUSED/...` and its `config` is the
   dict the searcher suggested;
 - Tune reads the metric a scheduler follows from its private `_metric` (checking results for
@@ -77,9 +78,11 @@ def asha_milestones(grace_period: float, reduction_factor: float, max_t: float) 
 
 
 # --- the controller and its trials, as a scheduler sees them ------------------------------
-def trials_of(tune_controller) -> list:
-    """Every trial of the running experiment, in the order Tune created them."""
-    return tune_controller.get_trials()
+def live_trials_of(tune_controller) -> set:
+    """The trials not terminated yet (pending, running, paused), in no order: what choosing
+    the next trial needs to look at. Looking at every trial would make each of Tune's steps
+    cost time in proportion to the experiment's size (bench/scale.py)."""
+    return tune_controller.get_live_trials()
 
 
 def stop_trial(tune_controller, trial) -> None:

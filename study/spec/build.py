@@ -25,6 +25,7 @@ from study.spec.phases import declared_analysis, study_phases, study_seeds
 from study.spec.profiles import apply_profile
 from study.spec.reading import SEARCH_SPACES, find_study, read_study
 from study.spec.stages import check_stage_factor, locate_stage_data
+from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
 from study.spec.validated import Metric, StudySpec
 from trainables import layouts
 from trainables.config import TrialConfig
@@ -74,10 +75,13 @@ def load_study(
 def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudySpec:
     description = _description(doc)
     folder = path.resolve().parent
-    model = model_location(doc, _model_name(doc), folder)
-    data = _data(doc, folder)
+    trainable, surface = trainable_setting(doc)
+    model = SYNTHETIC_MODEL if surface else model_location(doc, _model_name(doc), folder)
+    data = {} if surface else _data(doc, folder)
     metric = _metric(doc)
-    shape = _model_shape(doc, model, resolve_layers, download)
+    shape = (
+        surface_shape(surface) if surface else _model_shape(doc, model, resolve_layers, download)
+    )
     locate_stage_data(doc, folder)
     sections = factor_sections(doc)
     fixed = fixed_factors(doc, sections["fixed"], shape)
@@ -114,6 +118,7 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
         raw=doc.data,
         compare_baseline=baseline,
         analysis=analysis,
+        trainable=trainable,
     )
 
 

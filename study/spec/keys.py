@@ -6,6 +6,7 @@ from trainables.config import TrialConfig
 
 TOP_LEVEL_KEYS = (
     "description",
+    "trainable",
     "model",
     "data",
     "metric",
@@ -22,6 +23,7 @@ TOP_LEVEL_KEYS = (
 )
 # Trial settings that are not factors, and the top-level key that sets each instead.
 SET_AT_TOP = {
+    "trainable": "trainable",
     "model": "model",
     "data": "data",
     "seed": "seeds",

@@ -10,6 +10,7 @@ from typing import Any
 
 from study.analysis import Analysis
 from study.spec.distributions import Distribution
+from trainables.surface import TAGGER
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,9 @@ class StudySpec:
     raw: dict = field(repr=False)
     compare_baseline: dict | None = None  # compare each arm with this arm only (report)
     analysis: Analysis = field(default_factory=Analysis)
+    trainable: str | dict = TAGGER  # or {synthetic: {every surface option}}
+
+    @property
+    def synthetic(self) -> bool:
+        """Trials train the synthetic surface: the study tests the machinery, no finding."""
+        return self.trainable != TAGGER

@@ -150,10 +150,13 @@ class MlflowTrackingCallback(Callback):
     def _finish(self, trial, errored: bool) -> None:
         result = dict(trial.last_result or {})
         status = trial_status(result, errored)
-        tags: dict[str, Any] = {"status": status}
+        failures = int(getattr(trial, "num_failures", 0))
+        # how often Ray started the trial again after a failure (a lost node, a crash), each
+        # time from its last checkpoint; the trial is still one run
+        tags: dict[str, Any] = {"status": status, "retries": failures - int(errored)}
         if errored:  # the error of the last attempt, and how often Ray ran it in all
             tags["error"] = _error_text(trial)
-            tags["failures"] = int(getattr(trial, "num_failures", 0))
+            tags["failures"] = failures
         if status == "completed" and result.get("fingerprint_bytes"):
             self._keep_fingerprint(trial)
         self._write(lambda: self._record_end(trial, tags, STATUS_RUN[status]))

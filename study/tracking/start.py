@@ -19,13 +19,14 @@ from typing import Any
 import yaml
 
 from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
-from study.names import ANALYSIS_TAG, OVERRIDES_TAG, STUDY_ARTIFACT
+from study.names import ANALYSIS_TAG, OVERRIDES_TAG, STUDY_ARTIFACT, TRAINABLE_TAG
 from study.plan import StudyPlan
 from study.precision import PRECISION_KEY, resolved_precision
 from study.spec import StudySpec
 from study.tracking.probe import probe_database, probe_server_store, shown_uri
 from study.tracking.store import StudyTracker
 from trainables.errors import UserInputError, first_line
+from trainables.surface import SYNTHETIC, TAGGER
 
 
 def probe_tracking(uri: str) -> None:
@@ -64,14 +65,16 @@ def open_study_runs(
     command-line overrides (`state["overrides"]`), the study as it runs (the file, its
     profile and the overrides merged, paths resolved) as the artifact `study.yaml`, and
     `more_tags` (where the explore samples are in Optuna's storage)."""
+    kind = SYNTHETIC if spec.synthetic else TAGGER
     tags = {
         "study": spec.name,
         "profile": state["profile"],
         "plan": plan.summary(),
         "code_version": code_version(),
+        TRAINABLE_TAG: kind,
         "model": spec.model,
-        "model_fingerprint": model_fingerprint(spec.model),
-        "data_fingerprint": data_fingerprint(spec.data),
+        "model_fingerprint": kind if spec.synthetic else model_fingerprint(spec.model),
+        "data_fingerprint": kind if spec.synthetic else data_fingerprint(spec.data),
         PRECISION_KEY: resolved_precision(spec),  # the one of every trial (study/precision.py)
         "study_file": str(spec.path),
         "hardware": hardware(),
@@ -81,7 +84,7 @@ def open_study_runs(
     }
     if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
         tags["compare_baseline"] = json.dumps(spec.compare_baseline)
-    name = f"{spec.name}/{state['profile']}"
+    name = f"{spec.name}/{state['profile']}" + (" (synthetic)" if spec.synthetic else "")
     study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
     tracker.log_text(study_run, merged_study(spec), STUDY_ARTIFACT)
     arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}

@@ -32,6 +32,8 @@ from study.names import (
     STUDY_RUN_ID,
     TRIAL_KIND,
 )
+from study.tracking.sqlite_journal import write_ahead
+from study.tracking.timing import timed
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +132,9 @@ class StudyTracker:
 
     def __init__(self, tracking_uri: str, experiment: str):
         self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri)
+        write_ahead(tracking_uri)  # a sqlite store: commits without waiting for the disk
+        self.client = timed(MlflowClient(tracking_uri))  # timed only for bench/scale.py
+        self._trial_runs: dict[str, dict[str, str]] = {}  # study run -> trial hash -> run id
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = (
             found.experiment_id
@@ -177,12 +181,40 @@ class StudyTracker:
         return run_id
 
     def trial_run(self, study_run: str, arm_run: str, key: str, tags: dict[str, str]) -> str:
+        """The trial's run, found in the study run's index of trial runs or created. A run
+        whose creation failed may still have been stored (its answer lost), so the index is
+        read again from the store after any failure."""
         hashed = digest(key)
-        run_id = self._find(**{STUDY_RUN_ID: study_run, RUN_KIND: TRIAL_KIND}, trial_hash=hashed)
-        if run_id is None:
+        known = self._trial_index(study_run)
+        if hashed not in known:
             extra = {RUN_KIND: TRIAL_KIND, "trial_key": key, "trial_hash": hashed}
-            run_id = self._create(key, arm_run, {**tags, STUDY_RUN_ID: study_run, **extra})
-        return run_id
+            try:
+                known[hashed] = self._create(
+                    key, arm_run, {**tags, STUDY_RUN_ID: study_run, **extra}
+                )
+            except Exception:
+                self._trial_runs.pop(study_run, None)
+                raise
+        return known[hashed]
+
+    def _trial_index(self, study_run: str) -> dict[str, str]:
+        """Trial hash -> run id of the study run's trial runs, read once: finding each trial
+        by a tag search instead cost time in proportion to the runs already in the store
+        (bench/scale.py)."""
+        if study_run not in self._trial_runs:
+            where = f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}'"
+            index: dict[str, str] = {}
+            token = None
+            while True:
+                page = self.client.search_runs(
+                    [self.experiment_id], where, max_results=1000, page_token=token
+                )
+                index.update({r.data.tags["trial_hash"]: r.info.run_id for r in page})
+                token = page.token
+                if not token:
+                    break
+            self._trial_runs[study_run] = index
+        return self._trial_runs[study_run]
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         items = [Param(k, _param_value(v)) for k, v in sorted(params.items())]

@@ -1,0 +1,162 @@
+"""A Ray cluster of several nodes on this machine, as the cluster tests and bench/scale.py use
+it: `ray start --head` and more `ray start --address` nodes, each with its own temp dir and
+its own process group, with token authentication.
+
+    with ray_cluster() as cluster:
+        cluster.start_head(num_cpus=0)
+        worker = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes(2)
+        ... python -m study.run ... --address cluster.address (env: cluster.auth_env) ...
+        cluster.kill(worker)                     # the node dies: raylet and workers at once
+
+Ray 2.6x puts the nodes on the machine's address even when `--node-ip-address 127.0.0.1` is
+asked for (the GCS listens on every interface), so token authentication is what keeps this
+cluster private. The session folder is short on purpose: Ray's Unix sockets live in it and
+their paths may not exceed 107 bytes, which a pytest `tmp_path` easily does. Stopping kills
+only these nodes' process groups (`ray stop` would stop every Ray on the machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.servers import free_port
+
+RAY = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+
+
+def ray_unavailable_reason() -> str | None:
+    """Why a multi-node Ray cannot be started here (for pytest.skip), or None."""
+    if not Path(RAY).is_file():
+        return "the `ray` command is not installed beside this Python"
+    return None
+
+
+class ClusterError(RuntimeError):
+    """A node that would not start, or a cluster that did not come up."""
+
+
+@dataclass
+class Node:
+    name: str
+    process: subprocess.Popen
+    temp_dir: Path
+    log: Path
+
+
+class RayCluster:
+    def __init__(self, folder: Path | None = None, env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.session = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+        self.logs = folder or self.session
+        self.auth_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+        self.env = {
+            **os.environ, **(env or {}), **self.auth_env,
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
+        }  # fmt: skip
+        self.nodes: list[Node] = []
+
+    def _start(self, name: str, args: list[str], num_cpus: float, resources: dict | None) -> Node:
+        temp_dir = self.session / name
+        temp_dir.mkdir()
+        log = self.logs / f"ray-{name}.log"
+        command = [
+            RAY, "start", "--block", "--num-cpus", str(num_cpus), "--disable-usage-stats",
+            "--temp-dir", str(temp_dir), *args,
+        ]  # fmt: skip
+        if resources:
+            command += ["--resources", json.dumps(resources)]
+        process = subprocess.Popen(
+            command, env=self.env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        node = Node(name, process, temp_dir, log)
+        self.nodes.append(node)
+        return node
+
+    def start_head(self, num_cpus: float = 1, resources: dict | None = None) -> Node:
+        args = ["--head", "--port", str(self.port), "--include-dashboard", "false"]
+        node = self._start("h", args, num_cpus, resources)
+        self.wait_for_nodes(1)
+        return node
+
+    def add_node(self, num_cpus: float = 1, resources: dict | None = None) -> Node:
+        return self._start(f"w{len(self.nodes)}", ["--address", self.address], num_cpus, resources)
+
+    def alive_nodes(self) -> dict[str, str]:
+        """Node id of each live node, by the temp dir its raylet's socket is in."""
+        probe = (
+            "import json, ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); "
+            "print(json.dumps({n['NodeID']: n['RayletSocketName'] for n in ray.nodes() "
+            "if n['Alive']}))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", probe, self.address], env=self.env, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise ClusterError(f"cannot list the nodes: {out.stderr[-800:]}")
+        sockets = json.loads(out.stdout.strip().splitlines()[-1])
+        return {
+            node.name: node_id
+            for node_id, socket in sockets.items()
+            for node in self.nodes
+            if socket.startswith(str(node.temp_dir) + "/")
+        }
+
+    def wait_for_nodes(self, count: int, timeout: float = 180) -> dict[str, str]:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for node in self.nodes:
+                if node.process.poll() is not None:
+                    text = node.log.read_text()[-1500:]
+                    raise ClusterError(f"Ray node {node.name} exited while starting: {text}")
+            with contextlib.suppress(ClusterError, subprocess.TimeoutExpired):
+                alive = self.alive_nodes()
+                if len(alive) >= count:
+                    return alive
+            time.sleep(2)
+        raise ClusterError(f"the {count}-node Ray cluster did not come up in {timeout:.0f} s")
+
+    def kill(self, node: Node) -> None:
+        """The node dies at once, its raylet and workers together (SIGKILL to its group)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.process.pid, signal.SIGKILL)
+        node.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(node.process.pid, signal.SIGTERM)
+        for node in self.nodes:
+            try:
+                node.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(node.process.pid, signal.SIGKILL)
+        shutil.rmtree(self.session, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def ray_cluster(
+    folder: Path | None = None, env: dict[str, str] | None = None
+) -> Iterator[RayCluster]:
+    cluster = RayCluster(folder, env)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

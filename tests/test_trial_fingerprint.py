@@ -56,7 +56,7 @@ def test_a_cap_keeps_fewer_sentences_and_off_keeps_none(trial_settings):
     assert 0 < capped.fingerprint.sentences < 24
     assert final["fingerprint_bytes"] <= 40_000
     assert capped.fingerprint.meta["sample_sentences"] == "24"
-    for off in ({"fingerprint": False}, {"dynamics": "off"}):
+    for off in ({"fingerprint": False}, {"fingerprint": "off"}, {"dynamics": "off"}):
         trial, final = finished(trial_settings | off)
         assert trial.fingerprint is None and "fingerprint_bytes" not in final
     tiny_cap, final = finished(trial_settings | {"fingerprint_max_bytes": 100})
@@ -67,7 +67,8 @@ def test_a_cap_keeps_fewer_sentences_and_off_keeps_none(trial_settings):
     ("settings", "message"),
     [({"fingerprint_max_bytes": "20 parsecs"}, "fingerprint_max_bytes='20 parsecs' is not "
       "allowed: expected a size such as 20MB"),
-     ({"fingerprint": "off"}, "fingerprint='off' is not allowed: expected true or false")],
+     ({"fingerprint": "sometimes"},
+      "fingerprint='sometimes' is not allowed: expected true or false")],
 )  # fmt: skip
 def test_bad_fingerprint_settings_are_one_line(settings, message):
     with pytest.raises(ConfigError, match=message):

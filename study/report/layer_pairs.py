@@ -39,9 +39,9 @@ from trainables.fingerprints import FILE_NAME, LayerFingerprint
 from trainables.fingerprints.compare import compare_pairs
 
 KINDS = ("seeds", "arms", "data")
-# Arm factors that change what a tagger learns from rather than how it is built; an
-# intermediate training stage joins them once a study can declare one.
-DATA_FACTORS = ("data_fraction",)
+# Arm factors that change what a tagger learns from rather than how it is built: how much of
+# the target data, and which intermediate stages came before the target
+DATA_FACTORS = ("data_fraction", "intermediate")
 COLUMNS = ["kind", "arm_a", "arm_b", "factor", "unit_a", "unit_b", "measure", "layer", "value"]
 KEEP_SETTINGS = (
     "`dynamics: end` (or `each_eval`; the default is end) and `fingerprint: true` (the "

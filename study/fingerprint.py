@@ -55,15 +55,25 @@ def data_fingerprint(data: dict[str, Any]) -> str:
 
 
 def code_version() -> str:
-    """The git commit (with +dirty when the tree has changes), else the package version."""
+    """The git commit, with +dirty when tracked files other than the generated reports have
+    changed (a study run rewrites `reports/`, which says nothing about the code that ran),
+    else the package version."""
     try:
-        out = subprocess.run(
-            ["git", "describe", "--always", "--dirty=+dirty", "--abbrev=12"],
-            cwd=REPO, capture_output=True, text=True, timeout=10, check=True,
-        )  # fmt: skip
-        return out.stdout.strip()
+        commit = _git("rev-parse", "--short=12", "HEAD")
+        changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", REPORTS)
+        return commit + ("+dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
         return "ner-depth-study " + metadata.version("ner-depth-study")
+
+
+REPORTS = ":(exclude)reports"
+
+
+def _git(*args: str) -> str:
+    out = subprocess.run(
+        ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
+    )
+    return out.stdout.strip()
 
 
 def hardware() -> str:

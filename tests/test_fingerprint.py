@@ -29,3 +29,28 @@ def test_extra_sets_of_an_embedded_study_are_part_of_its_fingerprint(tmp_path):
     plain = data_fingerprint({"embedded": "wnut16"})
     with_extra = data_fingerprint({"embedded": "wnut16", "extra": {"other": str(extra)}})
     assert with_extra.startswith(plain + ";sha256:")
+
+
+def test_code_version_is_dirty_for_code_changes_but_not_for_regenerated_reports(
+    tmp_path, monkeypatch
+):
+    import subprocess
+
+    from study import fingerprint
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "README.md").write_text("old report\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    monkeypatch.setattr(fingerprint, "REPO", tmp_path)
+    clean = fingerprint.code_version()
+    assert len(clean) == 12 and not clean.endswith("+dirty")
+    (tmp_path / "reports" / "README.md").write_text("new report\n")
+    assert fingerprint.code_version() == clean
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert fingerprint.code_version() == clean + "+dirty"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.ray_nodes import ClusterError, ray_cluster, ray_unavailable_reason
+from tests.ray_nodes import head_and_worker
 from tests.study_helpers import (
     kill_driver,
     runs_by_kind,
@@ -59,15 +59,7 @@ def _trial_mid_flight_on(tmp: Path, node_id: str, driver, timeout: float = 120):
 
 
 def test_a_lost_node_s_trials_resume_from_checkpoints_on_a_survivor(tmp_path, monkeypatch):
-    if ray_unavailable_reason():
-        pytest.skip(ray_unavailable_reason())
-    with ray_cluster(tmp_path) as cluster:
-        try:
-            cluster.start_head(num_cpus=1)
-            doomed = cluster.add_node(num_cpus=2)
-            node_ids = cluster.wait_for_nodes(2)
-        except ClusterError as err:
-            pytest.fail(str(err))
+    with head_and_worker(tmp_path, worker_cpus=2) as (cluster, doomed, node_ids):
         for key, value in cluster.auth_env.items():
             monkeypatch.setenv(key, value)
         study = write_synthetic_study(

@@ -160,3 +160,24 @@ def ray_cluster(
         yield cluster
     finally:
         cluster.stop()
+
+
+@contextlib.contextmanager
+def head_and_worker(
+    folder: Path, worker_cpus: float = 1
+) -> Iterator[tuple[RayCluster, Node, dict[str, str]]]:
+    """For tests: a head of one CPU (the node a driver attaches to) and one worker node, both
+    up, with each node's id by name. pytest skips where the `ray` command is missing and
+    fails where the nodes do not come up."""
+    import pytest
+
+    if ray_unavailable_reason():
+        pytest.skip(ray_unavailable_reason())
+    with ray_cluster(folder) as cluster:
+        try:
+            cluster.start_head(num_cpus=1)
+            worker = cluster.add_node(num_cpus=worker_cpus)
+            node_ids = cluster.wait_for_nodes(2)
+        except ClusterError as err:
+            pytest.fail(str(err))
+        yield cluster, worker, node_ids

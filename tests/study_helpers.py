@@ -52,6 +52,26 @@ def write_study(folder: Path, model: str, corpus: dict[str, str], **overrides: A
     return path
 
 
+def write_synthetic_study(folder: Path, surface: dict[str, Any], **overrides: Any) -> Path:
+    """A study of the synthetic trainable (trainables/surface.py): no model and no data, so
+    a test of the machinery runs in seconds. Two depths, confirm only, unless overridden."""
+    study = {
+        "description": "synthetic test study",
+        "trainable": {"synthetic": surface},
+        "grid": {"depth": ["full", 6]},
+        "metric": {"name": "dev_f1", "mode": "max"},
+        "fixed": {"epochs": 3, "lr": 5.0e-5},
+        "seeds": 2,
+        "phases": {"confirm": {"select": [{}], "seeds": 2}},
+        "resources": {"cpu": 1, "gpu": 0},
+        "max_failures": 0,
+        **overrides,
+    }
+    path = folder / "teststudy.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
 # 2 arms x 2 seeds, confirm only: 4 trials of 4 evaluations (about 40 s on 2 cores), for tests
 # of what surrounds a study (servers, storage) rather than of its phases
 SMALL_STUDY = {

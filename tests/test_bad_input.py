@@ -160,6 +160,16 @@ def _stage_not_bio(tmp: Path, base: dict):
     return [str(_study_with(tmp, base, fixed__intermediate=[stage]))], expected
 
 
+def _unknown_surface_option(tmp: Path, base: dict):
+    """Checked before the synthetic study's other refusals (it would read no model or data)."""
+    study = _study_with(tmp, base, trainable={"synthetic": {"noize": 0.02}})
+    line = study.read_text().splitlines().index("    noize: 0.02") + 1
+    return [str(study)], (
+        f"{study}:{line}: trainable.synthetic.noize: unknown key 'noize' for the synthetic "
+        "surface (did you mean 'noise'?); known keys: layers, heads, best_lr"
+    )
+
+
 CASES: dict[str, Case] = {
     "malformed CoNLL line": _data_case(
         "train", "john\tB-PER\nlives\n", lambda p: f"{p}:2: expected at least 2 columns"
@@ -259,6 +269,7 @@ CASES: dict[str, Case] = {
         "fixed.intermediate[0].ephocs: unknown stage key 'ephocs' (did you mean 'epochs'?)",
         ephocs=1,
     ),
+    "unknown synthetic surface option": _unknown_surface_option,
     "Optuna storage not a URL": lambda tmp, base: (
         [str(_study_with(tmp, base)), "--optuna-storage", "optuna.db"],
         "--optuna-storage optuna.db: not a database URL",

@@ -52,3 +52,28 @@ def test_cpu_profiles_stay_on_the_cpu():
     config = trial_config(spec, make_plan(spec).arms[0], {"lr": 1e-4}, seed=0)
     assert spec.resources["gpu"] == 0 and "device" not in config
     assert config["threads"] == 1  # two 1-thread trials at once on a 2-core machine
+
+
+@pytest.mark.parametrize(("gpu", "per_gpu"), [(1, 1), (0.5, 2), (0.25, 4)])
+def test_fractional_gpus_put_several_trials_on_one_gpu(gpu, per_gpu):
+    """1, 2 or 4 trials per GPU: the fraction reaches Ray's resource request whole, each
+    trial still trains on the GPU, and as many start at once as the GPUs hold."""
+    from ray import tune
+
+    from study.execution.tuner import trials_at_once
+    from trainables.tune_adapter import train_tagger
+
+    spec = load_study("smoke", "cluster", overrides=[f"resources.gpu={gpu}"])
+    assert spec.resources == {"cpu": 1.0, "gpu": float(gpu)}
+    config = trial_config(spec, make_plan(spec).arms[0], {"lr": 1e-4}, seed=0)
+    assert config["device"] == "cuda"
+    # what tune.with_resources keeps for Tune (its private attribute: a Ray upgrade may move it)
+    request = tune.with_resources(train_tagger, dict(spec.resources))._resources
+    assert request.bundles == [{"CPU": 1.0, "GPU": float(gpu)}]
+    assert trials_at_once(spec.resources, {"CPU": 64.0, "GPU": 8.0}, None) == 8 * per_gpu
+    assert trials_at_once(spec.resources, {"CPU": 16.0, "GPU": 8.0}, None) == min(16, 8 * per_gpu)
+
+
+def test_the_smoke_cluster_profile_shares_a_gpu_four_ways():
+    spec = load_study("smoke", "cluster")
+    assert spec.resources["gpu"] == 0.25

@@ -11,7 +11,7 @@ import pytest
 
 from study.execution.runtime import storage_problem
 from study.execution.storage import StudyStore
-from tests.ray_nodes import ClusterError, ray_cluster, ray_unavailable_reason
+from tests.ray_nodes import head_and_worker
 from tests.study_helpers import run_study, runs_by_kind, write_study
 
 pytestmark = pytest.mark.study
@@ -19,15 +19,7 @@ pytestmark = pytest.mark.study
 
 @pytest.fixture
 def two_nodes(tmp_path):
-    if ray_unavailable_reason():
-        pytest.skip(ray_unavailable_reason())
-    with ray_cluster(tmp_path) as cluster:
-        try:
-            cluster.start_head(num_cpus=1)
-            worker = cluster.add_node(num_cpus=1)
-            cluster.wait_for_nodes(2)
-        except ClusterError as err:
-            pytest.fail(str(err))
+    with head_and_worker(tmp_path) as (cluster, worker, _):
         assert any(worker.temp_dir.iterdir()), "the worker node ignored its --temp-dir"
         yield cluster.address, cluster.env
 

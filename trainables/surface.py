@@ -56,6 +56,7 @@ from trainables.layouts import RELATIVE_DEPTH
 
 TAGGER, SYNTHETIC = "tagger", "synthetic"
 _SALT = 20261124  # keeps the surface's draws apart from any other use of the same seeds
+_EVALUATION = 1  # marks an evaluation's (or the test set's) draw in its seed key
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,12 @@ class Surface:
         return self.noise * float(shared + own) / math.sqrt(2)
 
     def draw(self, settings: dict[str, Any], *where: int) -> float:
-        """A standard normal draw of this trial at `where` (a step, or -1 for the test set)."""
-        key = [_SALT, trial_hash(settings), int(settings.get("seed", 0)), *(w + 1 for w in where)]
+        """A standard normal draw of this trial at `where` (a step, or -1 for the test set).
+
+        numpy seeds [x, y] and [x, y, 0] alike (trailing zeros add no entropy), so the key
+        marks these draws apart from `seed_effect`'s and never ends in a zero."""
+        seed = int(settings.get("seed", 0))
+        key = [_SALT, trial_hash(settings), seed, _EVALUATION, *(w + 2 for w in where)]
         return float(np.random.default_rng(key).standard_normal())
 
 

@@ -1,0 +1,100 @@
+"""Studies of the synthetic trainable through the real command line, Ray and MLflow: what they
+print and record says "synthetic", and search plus pruning find the surface's known optimum.
+
+The optimum is known because the surface is a formula (trainables/surface.py): for each arm,
+`Surface.best_final` is the best noise-free F1 at a trial's last step over the searched range,
+and the regret of the explore phase's choice is how far the chosen learning rate's F1 falls
+short of it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from tests.study_helpers import REPO, run_study, runs_by_kind, study_command, write_synthetic_study
+from trainables.surface import Surface
+
+pytestmark = pytest.mark.study
+
+LOW, HIGH = 1.0e-6, 1.0e-3  # three decades around both arms' optima, none diverging
+# Converging within a fifth of an epoch, a sample's rank at ASHA's first rung (epoch 1) is
+# nearly its final rank: pruning may then cost the search nothing, and any regret is its own.
+SURFACE = {"steps_per_epoch": 20, "convergence_epochs": 0.2}
+SEARCHING = {
+    "grid": {"depth": ["full", 3]},  # optima 0.375 decades apart
+    "search": {"lr": {"type": "loguniform", "low": LOW, "high": HIGH}},
+    "fixed": {"epochs": 3},
+    "phases": {
+        "explore": {"samples": 16, "seeds": 1, "asha": {"grace_period": 1, "reduction_factor": 3}},
+        "confirm": {"select": "best", "seeds": 2},
+    },
+}
+BOUND = 0.01  # one F1 point of regret per arm
+
+
+def test_dry_run_says_synthetic(tmp_path):
+    study = write_synthetic_study(tmp_path, SURFACE, **SEARCHING)
+    done = subprocess.run(
+        study_command(study, tmp_path, "--dry-run"), cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout + done.stderr
+    assert "trainable: synthetic surface (no model, no data; no finding)" in out
+    assert "'steps_per_epoch': 20" in out  # every option recorded, the given one included
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+def _arm_settings(params: dict[str, str]) -> dict:
+    depth = params["depth"]
+    return {"depth": int(depth) if depth.isdigit() else depth, "epochs": int(params["epochs"])}
+
+
+def _regret(surface: Surface, params: dict[str, str]) -> float:
+    settings = _arm_settings(params)
+    _, best = surface.best_final(settings, LOW, HIGH)
+    arm = surface.arm(settings)
+    _, steps = surface.trial_steps(arm, settings["epochs"], None)
+    return best - surface.mean_f1(arm, float(params["lr"]), steps)
+
+
+def _random_choice_regret(surface: Surface, params: dict[str, str]) -> float:
+    """The mean regret of a learning rate drawn at random from the range: what a search that
+    learnt nothing would average."""
+    grid = np.geomspace(LOW, HIGH, 200)
+    return float(np.mean([_regret(surface, {**params, "lr": str(lr)}) for lr in grid]))
+
+
+def test_search_and_pruning_find_the_known_optimum_of_each_arm(tmp_path):
+    study = write_synthetic_study(tmp_path, SURFACE, **SEARCHING)
+    done = run_study(study, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout + done.stderr
+    assert "synthetic report: " in out
+    readme = (tmp_path / "reports" / "teststudy" / "README.md").read_text()
+    assert readme.startswith("# Synthetic study report: `teststudy`")
+
+    runs = runs_by_kind(tmp_path)
+    (study_run,) = runs["study"]
+    assert study_run.info.run_name.endswith("(synthetic)")
+    assert study_run.data.tags["trainable"] == "synthetic"
+    trials = runs["trial"]
+    explore = [r for r in trials if r.data.tags["phase"] == "explore"]
+    status = [r.data.tags["status"] for r in explore]
+    assert status.count("pruned") >= 8, status  # ASHA stopped samples
+
+    surface = Surface(**json.loads(trials[0].data.params["trainable"])["synthetic"])
+    chosen = {
+        r.data.tags["arm"]: r.data.params for r in trials if r.data.tags["phase"] == "confirm"
+    }
+    assert len(chosen) == 2
+    for arm, params in chosen.items():
+        regret = _regret(surface, params)
+        assert regret <= BOUND, (arm, params["lr"], regret)
+        # the bound tells a search from a guess: a random lr averages far more regret
+        assert _random_choice_regret(surface, params) > 5 * BOUND, arm
+        sampled = [_regret(surface, r.data.params) for r in explore if r.data.tags["arm"] == arm]
+        assert regret <= float(np.median(sampled)), (arm, regret, sorted(sampled))

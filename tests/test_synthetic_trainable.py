@@ -1,0 +1,121 @@
+"""The synthetic trainable alone (trainables/surface.py, trainables/synthetic.py), no Ray: it
+evaluates when the tagger would, a resumed trial reports what an uninterrupted one does, it
+fails and diverges when told to, and its noise is the documented size."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from trainables.config import TrialConfig
+from trainables.errors import ConfigError, TrainingDiverged
+from trainables.surface import Surface, surface_of
+from trainables.synthetic import SyntheticTrial
+from trainables.trials import new_trial
+
+
+def trial(surface: dict | None = None, **settings) -> SyntheticTrial:
+    config = {"trainable": {"synthetic": surface or {}}, "lr": 5.0e-5, "epochs": 2, **settings}
+    made = new_trial(TrialConfig.from_dict(config))
+    assert isinstance(made, SyntheticTrial)
+    return made
+
+
+def test_it_evaluates_every_eval_every_steps_and_at_the_end():
+    steps = [m["step"] for m in trial({"steps_per_epoch": 20}, eval_every=7).run()]
+    assert steps == [7, 14, 21, 28, 35, 40]
+
+
+def test_without_eval_every_it_evaluates_each_epoch_of_its_data_fraction():
+    results = list(trial({"steps_per_epoch": 20}, data_fraction=0.5).run())
+    assert [m["step"] for m in results] == [10, 20]  # an epoch of half the data: 10 steps
+    assert [m["epoch"] for m in results] == [1.0, 2.0]
+    assert results[-1]["final"] == 1 and "final" not in results[0]
+
+
+def test_max_steps_caps_the_trial():
+    assert [m["step"] for m in trial({"steps_per_epoch": 20}, max_steps=25).run()] == [20, 25]
+
+
+def test_a_resumed_trial_reports_what_an_uninterrupted_one_does(tmp_path):
+    surface = {"steps_per_epoch": 30}
+    whole = list(trial(surface, eval_every=10, seed=3).run())
+
+    first = trial(surface, eval_every=10, seed=3)
+    before = []
+    for metrics in first.run():
+        before.append(metrics)
+        first.save(tmp_path)
+        if len(before) == 2:
+            break
+    second = trial(surface, eval_every=10, seed=3)
+    second.restore(tmp_path)
+    assert second.step == 20 and not second.finished
+    after = list(second.run())
+
+    assert [m["step"] for m in after] == [30, 40, 50, 60]  # nothing trained twice
+    assert before + after == whole  # the same floats, final metrics included
+    assert second.finished and second.last_metrics == whole[-1]
+
+
+def test_fail_at_step_raises_on_that_step_after_the_evaluations_before_it():
+    run = trial({"steps_per_epoch": 20}, eval_every=10, fail_at_step=25).run()
+    assert [next(run)["step"], next(run)["step"]] == [10, 20]
+    with pytest.raises(RuntimeError, match="injected failure at step 25"):
+        next(run)
+
+
+def test_a_learning_rate_far_above_the_optimum_diverges_at_once():
+    surface = Surface()
+    arm = surface.arm({"depth": "full"})
+    just_below = surface.optimum_lr(arm) * 10**1.4
+    assert len(list(trial(lr=just_below).run())) == 2
+    with pytest.raises(TrainingDiverged, match="1.60 decades above"):
+        next(trial(lr=surface.optimum_lr(arm) * 10**1.6).run())
+    assert len(list(trial({"diverge_above": None}, lr=1.0).run())) == 2  # null: never
+
+
+def test_each_step_takes_step_s():
+    started = time.perf_counter()
+    list(trial({"steps_per_epoch": 10, "step_s": 0.02}, epochs=1).run())
+    assert time.perf_counter() - started >= 10 * 0.02
+
+
+def test_the_optimum_moves_as_documented():
+    surface = Surface()
+    full = surface.arm({"depth": "full"})
+    assert surface.optimum_lr(full) == pytest.approx(surface.best_lr)
+    half = surface.arm({"depth": 6})  # 0.5 * 6/12 = 0.25 decades up
+    assert surface.optimum_lr(half) == pytest.approx(surface.best_lr * 10**0.25)
+    fresh = surface.arm({"depth": "full", "reinit_from": 9})  # 3 of 12 fresh: 0.25 decades
+    assert surface.optimum_lr(fresh) == pytest.approx(surface.best_lr * 10**0.25)
+    tenth = surface.arm({"data_fraction": 0.1})  # 0.25 * log10(10)
+    assert surface.optimum_lr(tenth) == pytest.approx(surface.best_lr * 10**0.25)
+    at = surface.asymptote(half, surface.optimum_lr(half))
+    for off in (-0.5, 0.5):  # lr_penalty per squared decade away
+        lr = surface.optimum_lr(half) * 10**off
+        assert surface.asymptote(half, lr) == pytest.approx(at - surface.lr_penalty * 0.25)
+
+
+def test_seed_noise_is_about_one_f1_point_and_shared_across_arms():
+    finals = {
+        depth: np.array([list(trial(depth=depth, seed=s).run())[-1]["test_f1"] for s in range(300)])
+        for depth in ("full", 8)
+    }
+    for values in finals.values():  # noise 0.01, and the test set's own draw of noise / 2
+        assert 0.0095 < values.std() < 0.0130, values.std()  # sqrt(1.25) * noise = 0.0112
+    # the seed's shared draw cancels when arms are paired by seed: noise * sqrt(1.5) apart,
+    # against noise * sqrt(2.5) between different seeds
+    paired = np.std(finals["full"] - finals[8])
+    unpaired = np.std(finals["full"] - np.roll(finals[8], 1))
+    assert paired < 0.85 * unpaired, (paired, unpaired)
+
+
+def test_unknown_and_bad_surface_options_are_refused():
+    with pytest.raises(ConfigError, match="unknown synthetic surface option"):
+        surface_of({"synthetic": {"noize": 0.1}})
+    with pytest.raises(ConfigError, match="noise=-1 is not allowed"):
+        surface_of({"synthetic": {"noise": -1}})
+    assert surface_of("tagger") is None and surface_of("synthetic") == Surface()

@@ -84,6 +84,16 @@ def bad_cases(table: list[BadCase]) -> list:
     return [pytest.param(*case[1:], id=case[0]) for case in table]
 
 
+def one_line_error_test(table: list[BadCase]):
+    """A test of every case in `table`: each study, once edited, fails with its one-line error."""
+
+    @pytest.mark.parametrize(("edits", "expected", "line_text"), bad_cases(table))
+    def test(tmp_path, study, edits, expected, line_text):
+        assert_one_line_error(tmp_path, study, edits, expected, line_text)
+
+    return test
+
+
 def assert_one_line_error(tmp_path: Path, study: dict, edits, expected: str, line_text) -> None:
     """Apply `edits` to a copy of `study`, load it, and check the one-line error it gives."""
     data = copy.deepcopy(study)

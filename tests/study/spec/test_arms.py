@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from study.spec import (
-    SpecError,
-    load_study,
-)
+from study.spec import SpecError, load_study
 from tests.study.spec.study_files import error_line, write
 
 pytestmark = pytest.mark.usefixtures("offline")

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.study.spec.study_files import assert_one_line_error, bad_cases
+from tests.study.spec.study_files import one_line_error_test
 
 pytestmark = pytest.mark.usefixtures("offline")
-
 
 BAD = [
     ("low above high", {"search.lr.low": 1.0e-3},
@@ -36,6 +35,4 @@ BAD = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("edits", "expected", "line_text"), bad_cases(BAD))
-def test_errors_name_file_line_field_value_and_allowed(tmp_path, study, edits, expected, line_text):
-    assert_one_line_error(tmp_path, study, edits, expected, line_text)
+test_errors_name_file_line_field_value_and_allowed = one_line_error_test(BAD)

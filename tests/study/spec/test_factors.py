@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from study.spec import (
-    SpecError,
-    load_study,
-)
-from tests.study.spec.study_files import assert_one_line_error, bad_cases, write
+from study.spec import SpecError, load_study
+from tests.study.spec.study_files import one_line_error_test, write
 
 pytestmark = pytest.mark.usefixtures("offline")
-
 
 BAD = [
     ("unknown factor", {"fixed.lrr": 1.0}, "fixed.lrr: unknown factor 'lrr' (did you mean 'lr'?)",
@@ -61,9 +57,7 @@ BAD = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("edits", "expected", "line_text"), bad_cases(BAD))
-def test_errors_name_file_line_field_value_and_allowed(tmp_path, study, edits, expected, line_text):
-    assert_one_line_error(tmp_path, study, edits, expected, line_text)
+test_errors_name_file_line_field_value_and_allowed = one_line_error_test(BAD)
 
 
 def test_layer_counts_can_be_skipped(tmp_path, study):

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from study.spec import (
-    ConfirmPhase,
-    load_study,
-)
-from tests.study.spec.study_files import assert_one_line_error, bad_cases, drop, write
+from study.spec import ConfirmPhase, load_study
+from tests.study.spec.study_files import drop, one_line_error_test, write
 
 pytestmark = pytest.mark.usefixtures("offline")
-
 
 BAD = [
     ("select best without explore", drop("phases.explore"),
@@ -58,9 +54,7 @@ BAD = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("edits", "expected", "line_text"), bad_cases(BAD))
-def test_errors_name_file_line_field_value_and_allowed(tmp_path, study, edits, expected, line_text):
-    assert_one_line_error(tmp_path, study, edits, expected, line_text)
+test_errors_name_file_line_field_value_and_allowed = one_line_error_test(BAD)
 
 
 def test_confirm_seeds_in_rounds_and_reused_explore_seeds(tmp_path, study):

@@ -10,15 +10,10 @@ import pytest
 import yaml
 
 from study import spec
-from study.spec import (
-    Categorical,
-    SpecError,
-    load_study,
-)
-from tests.study.spec.study_files import assert_one_line_error, bad_cases, error_line, write
+from study.spec import Categorical, SpecError, load_study
+from tests.study.spec.study_files import error_line, one_line_error_test, write
 
 pytestmark = pytest.mark.usefixtures("offline")
-
 
 BAD = [
     ("profile key", {"profiles.smoke.epochs": 1},
@@ -26,9 +21,7 @@ BAD = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("edits", "expected", "line_text"), bad_cases(BAD))
-def test_errors_name_file_line_field_value_and_allowed(tmp_path, study, edits, expected, line_text):
-    assert_one_line_error(tmp_path, study, edits, expected, line_text)
+test_errors_name_file_line_field_value_and_allowed = one_line_error_test(BAD)
 
 
 def test_profile_deep_merges_onto_the_base(tmp_path, study):

@@ -24,11 +24,10 @@ from study.spec import (
     known_studies,
     load_study,
 )
-from tests.study.spec.study_files import assert_one_line_error, bad_cases, drop, error_line, write
+from tests.study.spec.study_files import drop, error_line, one_line_error_test, write
 from trainables.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("offline")
-
 
 BAD = [
     ("unknown top-level key", {"epochs": 3},
@@ -55,9 +54,7 @@ BAD = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("edits", "expected", "line_text"), bad_cases(BAD))
-def test_errors_name_file_line_field_value_and_allowed(tmp_path, study, edits, expected, line_text):
-    assert_one_line_error(tmp_path, study, edits, expected, line_text)
+test_errors_name_file_line_field_value_and_allowed = one_line_error_test(BAD)
 
 
 def test_valid_study_loads_and_resolves_full_depths(tmp_path, study):

@@ -18,7 +18,7 @@ The trials are `trainable: synthetic` (trainables/surface.py) at 0 s per step: t
 evaluations of 10 steps each unless ASHA stops them at the first, so the driver, not the
 trials, is what is measured. The cluster is `ray start --head` (no CPUs: the driver's node)
 and `--nodes` worker nodes of 2 CPUs each (tests/ray_nodes.py); PostgreSQL is a throwaway
-cluster behind `mlflow server`, both on 127.0.0.1 (tests/servers.py, tests/mlflow_ui.py).
+cluster behind `mlflow server`, both on 127.0.0.1 (tests/servers.py, tests/mlflow_server.py).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from study.tracking.timing import ENV as TIMES_ENV  # noqa: E402
 from study.tracking.timing import read_times  # noqa: E402
-from tests.mlflow_ui import mlflow_ui_server  # noqa: E402
+from tests.mlflow_server import mlflow_ui_server  # noqa: E402
 from tests.ray_nodes import ray_cluster  # noqa: E402
 from tests.servers import postgres_cluster, postgres_unavailable_reason  # noqa: E402
 

@@ -1,5 +1,6 @@
 """Look at one artifact of a run the way a person does: the MLflow UI's artifact view, in
-headless Chromium (the server and browser plumbing is tests/mlflow_ui.py's).
+headless Chromium (the server is tests/mlflow_server.py's, the browser plumbing
+tests/mlflow_ui.py's).
 
     with mlflow_ui_server("sqlite:///.../mlflow.db") as base_url:
         view = capture_html_artifact(base_url, experiment_id, run_id, "report/report.html",

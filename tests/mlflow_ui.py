@@ -1,13 +1,12 @@
 """Look at a study the way a person does: the MLflow UI's runs table, in headless Chromium.
 
-    with mlflow_ui_server("sqlite:///.../mlflow.db") as base_url:
+    with mlflow_ui_server("sqlite:///.../mlflow.db") as base_url:   # tests/mlflow_server.py
         text = capture_runs_table(base_url, "ner_depth", "runs.png")
 
-`mlflow_ui_server` starts `mlflow server` on 127.0.0.1 (a free port) in its own process group,
-waits for `/health`, and kills the whole group on exit. `capture_runs_table` opens the
-experiment's runs page (the "Model training" workflow), shows the arm runs and the summary
-metric columns, waits for them to render, takes a full-page screenshot and returns the table
-as tab-separated text (a header line, then one line per row, as the UI shows them).
+`capture_runs_table` opens the experiment's runs page (the "Model training" workflow), shows
+the arm runs and the summary metric columns, waits for them to render, takes a full-page
+screenshot and returns the table as tab-separated text (a header line, then one line per row,
+as the UI shows them). The server it looks at comes from tests/mlflow_server.py.
 
 How the MLflow 3 UI is made to show them (tried on 3.17.2):
 - The experiment page opens on the GenAI workflow (a traces overview); the URL parameter
@@ -32,21 +31,16 @@ Only loopback is reached: every request the page makes elsewhere is aborted.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+
+# mlflow_ui_server is imported from here by callers older than tests/mlflow_server.py
+from tests.mlflow_server import mlflow_ui_server, server_api  # noqa: F401
 
 SUMMARY_METRICS = ("f1_mean", "f1_std", "n_seeds")
 CHROMIUM_ARGS = [
@@ -76,10 +70,6 @@ ASSISTANT_SHUT = (
 )
 LOOPBACK = ("http://127.0.0.1", "http://localhost", "http://[::1]")
 NAME_ORDER_KEY = "tags.`mlflow.runName`"
-
-
-# Straight to the local server, whatever proxy the environment names.
-_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def chromium_path() -> str | None:
@@ -119,123 +109,6 @@ def loopback_page(browser, viewport: dict, init: Sequence[str] = ASSISTANT_SHUT)
     return context.new_page()
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def _tail(path: Path, chars: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return ""
-
-
-def _stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """SIGTERM the server's process group (the CLI and its uvicorn child), then SIGKILL."""
-    if proc.poll() is None or _group_alive(proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and (proc.poll() is None or _group_alive(proc.pid)):
-            time.sleep(0.1)
-        if proc.poll() is None or _group_alive(proc.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=grace)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextlib.contextmanager
-def mlflow_ui_server(
-    backend_store_uri: str,
-    *,
-    host: str = "127.0.0.1",
-    port: int | None = None,
-    startup_timeout: float = 180.0,
-    workdir: str | Path | None = None,
-) -> Iterator[str]:
-    """Run `mlflow server` on `backend_store_uri`; yields its base URL ("http://127.0.0.1:N").
-
-    The server runs in `workdir` (a temporary folder by default, which also holds its log and
-    default artifact root), with telemetry and the job runner off, in a new session so that
-    the whole process group is killed on exit.
-    """
-    if host not in ("127.0.0.1", "localhost"):
-        raise ValueError(f"only a loopback host is allowed, not {host!r}")
-    own_dir = workdir is None
-    work = Path(tempfile.mkdtemp(prefix="mlflow-ui-")) if own_dir else Path(workdir)
-    work.mkdir(parents=True, exist_ok=True)
-    port = port or _free_port(host)
-    log_path = work / "mlflow-server.log"
-    cmd = [
-        sys.executable, "-m", "mlflow", "server",
-        "--backend-store-uri", backend_store_uri,
-        "--default-artifact-root", (work / "artifacts").as_uri(),
-        "--host", host, "--port", str(port), "--workers", "1",
-    ]  # fmt: skip
-    env = {
-        **os.environ,
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-        "DO_NOT_TRACK": "true",
-        "PYTHONUNBUFFERED": "1",
-    }
-    base_url = f"http://{host}:{port}"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=work,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"mlflow server exited with {proc.returncode} before it was up:\n"
-                    + _tail(log_path)
-                )
-            try:
-                with _LOOPBACK.open(f"{base_url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"mlflow server not healthy after {startup_timeout:.0f}s:\n" + _tail(log_path)
-                )
-            time.sleep(0.25)
-        yield base_url
-    finally:
-        _stop_group(proc)
-        if own_dir:
-            shutil.rmtree(work, ignore_errors=True)
-
-
-def _api(base_url: str, path: str, body: dict | None = None) -> dict:
-    url = f"{base_url}/api/2.0/mlflow/{path}"
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with _LOOPBACK.open(req, timeout=30) as resp:
-        return json.load(resp)
-
-
 def _search_runs(base_url: str, experiment_id: str, filter_string: str, limit: int = 1000):
     runs: list[dict] = []
     token = None
@@ -243,7 +116,7 @@ def _search_runs(base_url: str, experiment_id: str, filter_string: str, limit: i
         body = {"experiment_ids": [experiment_id], "filter": filter_string, "max_results": 500}
         if token:
             body["page_token"] = token
-        page = _api(base_url, "runs/search", body)
+        page = server_api(base_url, "runs/search", body)
         runs.extend(page.get("runs", []))
         token = page.get("next_page_token")
         if not token:
@@ -367,7 +240,7 @@ def capture_runs_table(
     executable = chromium_path()
     if executable is None:
         raise RuntimeError(browser_unavailable_reason() or "no chromium")
-    found = _api(
+    found = server_api(
         base_url,
         "experiments/get-by-name?" + urllib.parse.urlencode({"experiment_name": experiment_name}),
     )

@@ -8,7 +8,7 @@
 - `record`: `SampleRecord`, one sample's seeds, reports and rungs;
 - `saved`: the searchers' base, whose state Tune saves with the experiment;
 - `tune_internals`: every reliance on Ray beyond its public API, pinned by
-  tests/test_ray_contract.py.
+  tests/study/search/test_ray_contract.py.
 
 Studies saved before this package existed name these classes `study.scheduling.*`;
 `study._moved` keeps that name importable so they resume.

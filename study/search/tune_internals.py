@@ -4,8 +4,8 @@ Arm-aware pruning needs three things Tune does not offer publicly: Ray's ASHA ju
 whole *sample* (several trials) as if it were one trial, a scheduler that looks at and stops
 other trials than the one reporting, and a scheduler that names the metric it follows. Each is
 done here and nowhere else, so a Ray upgrade that changes any of them breaks this module
-only; tests/test_ray_contract.py pins each assumption against the installed Ray and fails,
-naming it, when one no longer holds.
+only; tests/study/search/test_ray_contract.py pins each assumption against the installed Ray
+and fails, naming it, when one no longer holds.
 
 The assumptions:
 - `AsyncHyperBandScheduler.on_trial_add/on_trial_result` read nothing of the trial but its
@@ -71,8 +71,9 @@ def asha_stops(asha: AsyncHyperBandScheduler, key: str, epoch: float, mean: floa
 
 def asha_milestones(grace_period: float, reduction_factor: float, max_t: float) -> list[float]:
     """The epochs at which Ray's ASHA (one bracket) decides, computed as Ray does rather than
-    read from its private state; tests/test_scheduling.py and tests/test_ray_contract.py pin
-    the two together, so a Ray upgrade that changes the rungs fails there, loudly."""
+    read from its private state; tests/study/search/test_scheduling.py and
+    tests/study/search/test_ray_contract.py pin the two together, so a Ray upgrade that changes
+    the rungs fails there, loudly."""
     count = int(math.log(max_t / grace_period) / math.log(reduction_factor) + 1)
     return sorted(grace_period * reduction_factor**k for k in range(max(count, 0)))
 

@@ -6,7 +6,8 @@ calls for the three comparisons of a two-arm study, ~20 s of its report on a 2-c
 `quantile_function` below computes exactly what deepsig's does (the sorted scores at
 ceil(n p) - 1, clipped to the sample), with the same float operations, as one array expression,
 and is put in deepsig's place only for the duration of a call. Every random draw is still
-deepsig's own, so eps_min is the same number to the last bit (tests/test_stats.py checks).
+deepsig's own, so eps_min is the same number to the last bit (tests/study/stats/test_stats.py
+checks).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from trainables.data.tags import to_iob2
 from trainables.data.types import TaggedSentence
 from trainables.errors import ConfigError, DataError
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
 
 def write(tmp_path: Path, text: str, name: str = "corpus.txt") -> Path:

@@ -1,7 +1,7 @@
 """Each arm's explore samples in an Optuna RDB storage, readable with `optuna.load_study`: one
 trial per sample with its curve, updated in place as the sample runs, never added twice when
 the same state is written again (a resumed driver). A whole study's storage is checked in
-tests/test_study_run.py."""
+tests/study/test_study_run.py."""
 
 from __future__ import annotations
 

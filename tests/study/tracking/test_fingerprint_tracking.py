@@ -15,8 +15,8 @@ from mlflow.tracking import MlflowClient
 from ray import tune
 
 from study.names import FINGERPRINT_ARTIFACT
-from tests import test_tracking
-from tests.test_dynamics import batches, pretrained, reinitialised
+from tests.study.tracking import test_tracking
+from tests.trainables.test_dynamics import batches, pretrained, reinitialised
 from trainables.fingerprints import FILE_NAME, LayerFingerprint
 from trainables.fingerprints.capture import capture
 from trainables.fingerprints.compare import compare

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.mlflow_ui import mlflow_ui_server
+from tests.mlflow_server import mlflow_ui_server
 from tests.study_helpers import REPO, study_command, write_study
 
 pytestmark = pytest.mark.study

@@ -1,6 +1,6 @@
 """The study's progress line: counts per phase, the best arm so far, elapsed time and an ETA
 from measured trial times; drawn in place on a terminal, logged once a minute elsewhere. (The
-real command line's output is checked in tests/test_study_run.py.)"""
+real command line's output is checked in tests/study/test_study_run.py.)"""
 
 from __future__ import annotations
 

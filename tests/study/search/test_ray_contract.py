@@ -1,7 +1,7 @@
 """What the study's search relies on in Ray Tune beyond its public API, checked against the
 installed Ray: each assumption listed in study/search/tune_internals.py has a test here, so a
 Ray upgrade that breaks one fails by name instead of pruning the wrong samples. (The ASHA
-rungs themselves are pinned in tests/test_scheduling.py.)"""
+rungs themselves are pinned in tests/study/search/test_scheduling.py.)"""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pytest
 
 from study.names import STUDY_RUN_ID
 from tests import study_helpers as studies
-from tests.mlflow_ui import mlflow_ui_server
+from tests.mlflow_server import mlflow_ui_server
 from tests.servers import postgres_cluster, postgres_unavailable_reason
 
 pytestmark = [

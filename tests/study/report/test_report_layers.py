@@ -20,7 +20,7 @@ from study.report import layer_pairs, write_report
 from study.report.layer_pairs import layer_table
 from tests.layer_store import perturbed, write_layer_study
 from tests.study_helpers import REPO
-from tests.test_dynamics import batches, pretrained
+from tests.trainables.test_dynamics import batches, pretrained
 from trainables.fingerprints.capture import capture
 from trainables.fingerprints.compare import compare
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from study.report import build, section, sections
-from tests.test_report_followups import record, trials
+from tests.study.report.test_report_followups import record, trials
 
 EXTRA = """
 import pandas as pd

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.test_dynamics import batches, pretrained, random_distributions, reinitialised
+from tests.trainables.test_dynamics import batches, pretrained, random_distributions, reinitialised
 from trainables import dynamics, similarity
 from trainables.fingerprints import LayerFingerprint, sentences_within
 from trainables.fingerprints.capture import capture

@@ -1,0 +1,80 @@
+"""Phases and seeds: explore and confirm read with their seeds (held out, in rounds, or reused),
+and one-line errors for phases that cannot run and seeds that clash."""
+
+from __future__ import annotations
+
+import pytest
+
+from study.spec import ConfirmPhase, load_study
+from tests.study.spec.study_files import drop, one_line_error_test, write
+
+pytestmark = pytest.mark.usefixtures("offline")
+
+BAD = [
+    ("select best without explore", drop("phases.explore"),
+     "phases.confirm.select: 'best' is not allowed: 'best' picks", "select: best"),
+    ("explore without search", drop("search"),
+     "phases.explore: the explore phase samples the `search` factors", "explore:"),
+    ("select list with wrong keys", {"phases.confirm.select": [{"lr": 1e-4, "dropout": 0.2}]},
+     "phases.confirm.select[0]: {'lr': 0.0001, 'dropout': 0.2} is not allowed: keys must be "
+     "exactly the search factors (lr); missing: none; not searched: dropout", "- lr: 0.0001"),
+    ("select value checked", {"phases.confirm.select": [{"lr": -1.0}]},
+     "phases.confirm.select[0].lr: -1.0 is not allowed", "- lr: -1.0"),
+    ("explore seeds not a subset", {"seeds": [0, 1, 2, 3, 4, 5, 6], "phases.explore.seeds": [0, 9]},
+     "phases.explore.seeds[1]: 9 is not allowed: one of the study's seeds [0, 1, 2, 3, 4, 5, 6]",
+     "- 9"),
+    ("confirm seed count", {"seeds": [0, 1, 2, 3, 4], "phases.confirm.seeds": 5},
+     "phases.confirm.seeds: 5 is not allowed: the pool `seeds` [0, 1, 2, 3, 4] has 3 seeds "
+     "left after the 2 that earlier phases take", "seeds: 5"),
+    ("overlapping seed lists", {"phases.explore.seeds": [0, 1], "phases.confirm.seeds": [1, 2]},
+     "phases.confirm.seeds: [1, 2] is not allowed: seeds [1] also ran in explore, where they "
+     "chose the configuration", "seeds:"),
+    ("max_seeds below seeds", {"phases.confirm.max_seeds": 3},
+     "phases.confirm.max_seeds: 3 is not allowed: a count >= seeds (5)", "max_seeds: 3"),
+    ("rounds with a seed list", {"phases.confirm.seeds": [5, 6], "phases.confirm.max_seeds": 8},
+     "phases.confirm.seeds: [5, 6] is not allowed: a count of seeds for the first round",
+     "seeds:"),
+    ("seeds repeated", {"seeds": [1, 2, 1]}, "seeds[2]: 1 is not allowed: it repeats seeds[0]",
+     "- 1"),
+    ("negative seed", {"seeds": [1, -2]}, "seeds[1]: -2 is not allowed", "- -2"),
+    ("no phases", {"phases": {}}, "phases: no phase", "phases: {}"),
+    ("unknown phase", {"phases.warmup": {"samples": 1}},
+     "phases.warmup: unknown key 'warmup'; known keys: explore, confirm", "warmup:"),
+    ("more samples than the space holds",
+     {"search.lr": {"type": "categorical", "choices": [1.0e-4, 3.0e-4]},
+      "phases.explore.samples": 3},
+     "phases.explore.samples: 3 is not allowed: at most 2: the searched factors have 2 distinct",
+     "samples: 3"),
+    ("samples zero", {"phases.explore.samples": 0},
+     "phases.explore.samples: 0 is not allowed: Optuna samples per arm", "samples: 0"),
+    ("asha reduction factor", {"phases.explore.asha.reduction_factor": 1},
+     "phases.explore.asha.reduction_factor: 1 is not allowed", "reduction_factor: 1"),
+    ("asha missing grace", drop("phases.explore.asha.grace_period"),
+     "phases.explore.asha.grace_period is missing", "asha:"),
+]  # fmt: skip
+
+
+test_errors_name_file_line_field_value_and_allowed = one_line_error_test(BAD)
+
+
+def test_confirm_seeds_in_rounds_and_reused_explore_seeds(tmp_path, study):
+    study["phases"]["confirm"].update(max_seeds=12, step=4)
+    rounds = load_study(str(write(tmp_path, study))).confirm
+    assert rounds.seeds == tuple(range(2, 14)) and rounds.looks == (5, 9, 12)
+    assert [rounds.round_seeds(i) for i in range(3)] == [
+        (2, 3, 4, 5, 6), (7, 8, 9, 10), (11, 12, 13)]  # fmt: skip
+    study["phases"]["confirm"] = {"seeds": 5, "reuse_explore_seeds": True, "data_seeds": 2}
+    reused = load_study(str(write(tmp_path, study))).confirm
+    assert reused.seeds == (0, 1, 2, 3, 4) and reused.reuse_explore_seeds
+    assert reused.data_seeds == (0, 1) and reused.looks == (5,)
+    study["phases"]["explore"]["seeds"] = [0, 1]
+    study["phases"]["confirm"]["seeds"] = [1, 2]  # overlapping lists: allowed when declared
+    assert load_study(str(write(tmp_path, study))).confirm.seeds == (1, 2)
+
+
+def test_confirm_only_without_search_runs_each_arm_once(tmp_path, study):
+    del study["search"]
+    study["phases"] = {"confirm": {"seeds": 3}}
+    loaded = load_study(str(write(tmp_path, study)))
+    assert loaded.search == {}
+    assert loaded.confirm == ConfirmPhase(({},), (0, 1, 2))

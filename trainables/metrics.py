@@ -23,6 +23,13 @@ __all__ = [
 ]  # fmt: skip
 
 MODES = ("conlleval", "strict")
+# Results that measure time, not learning: two runs of one seed agree on every other result,
+# bit for bit on CPU, but not on these (a stage's carry the stage's prefix in front)
+WALL_CLOCK_METRICS = ("train_tokens_per_s", "dynamics_s", "fingerprint_s")
+
+
+def is_wall_clock(key: str) -> bool:
+    return key.endswith(WALL_CLOCK_METRICS)
 
 
 @dataclass(frozen=True)

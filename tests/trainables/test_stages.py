@@ -16,14 +16,11 @@ from trainables.config import TrialConfig
 from trainables.data.labels import LabelMap
 from trainables.data.sources import load_checked_splits
 from trainables.errors import ConfigError
-from trainables.metrics import learning_curve_area
+from trainables.metrics import is_wall_clock, learning_curve_area
 from trainables.stage_config import STAGE_KEY, stage_label
 from trainables.stages import StagedTrial, stage_config, target_config
 from trainables.train import Trial
 from trainables.trials import new_trial
-
-TIMING = {"train_tokens_per_s", "dynamics_s", "stage0_train_tokens_per_s", "stage0_dynamics_s",
-          "stage1_train_tokens_per_s", "stage1_dynamics_s"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +46,7 @@ def staged(trial_settings, other_corpus) -> dict:
 
 
 def plain(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if k not in TIMING}
+    return {k: v for k, v in metrics.items() if not is_wall_clock(k)}
 
 
 def same(a: dict, b: dict) -> bool:

@@ -7,15 +7,14 @@ import yaml
 from trainables import __main__ as command_line
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, TrainingDiverged
+from trainables.metrics import is_wall_clock
 from trainables.precision import FORCE_ENV
 from trainables.train import Trial, clip_gradients
-
-TIMING = {"train_tokens_per_s", "dynamics_s"}  # wall-clock derived: allowed to differ
 
 
 def run_all(settings: dict) -> list[dict]:
     return [
-        {k: v for k, v in m.items() if k not in TIMING}
+        {k: v for k, v in m.items() if not is_wall_clock(k)}
         for m in Trial(TrialConfig.from_dict(settings)).run()
     ]
 
@@ -111,7 +110,7 @@ def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(precise_setting
     resumed = Trial(config)
     resumed.restore(tmp_path / "ckpt")
     assert resumed.step == stopped_at
-    rest = [{k: v for k, v in m.items() if k not in TIMING} for m in resumed.run()]
+    rest = [{k: v for k, v in m.items() if not is_wall_clock(k)} for m in resumed.run()]
     assert len(rest) == len(uninterrupted) - 1
     assert all(same(x, y) for x, y in zip(rest, uninterrupted[1:], strict=True))
 
@@ -126,7 +125,7 @@ def test_resume_mid_epoch_at_a_step_interval(precise_settings, tmp_path):
     first.save(tmp_path)
     resumed = Trial(TrialConfig.from_dict(settings))
     resumed.restore(tmp_path)
-    final = {k: v for k, v in list(resumed.run())[-1].items() if k not in TIMING}
+    final = {k: v for k, v in list(resumed.run())[-1].items() if not is_wall_clock(k)}
     assert same(final, uninterrupted[-1])
 
 

@@ -222,8 +222,8 @@ CASES: dict[str, Case] = {
         fixed__fingerprint_max_bytes="20 parsecs",
     ),
     "fingerprint in the grid": _edit_case(
-        "grid.fingerprint: 'fingerprint' changes what a trial records, not what it learns: set "
-        "it once for the study under fixed",
+        "grid.fingerprint: 'fingerprint' is one per study: set it under fixed (it changes what "
+        "a trial records, not what it learns)",
         grid__fingerprint=[True, False],
     ),
     "distribution low >= high": _edit_case(

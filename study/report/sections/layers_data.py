@@ -10,6 +10,7 @@ SECTION = layer_section(
     "data",
     42,
     "Layers across data: arms that learn from different data, at the same seed",
-    "Arms that differ only in the data they learn from (data fraction), at every seed both "
-    "ran: how far the layers drift apart as the data does.",
+    "Arms that differ only in the data they learn from (the data fraction, or the "
+    "intermediate stages before the target), at every seed both ran: how far the layers "
+    "drift apart as the data does.",
 )

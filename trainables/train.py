@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 import time
 from collections.abc import Iterator
@@ -42,7 +41,8 @@ from trainables.fingerprints import LayerFingerprint
 from trainables.fingerprints.capture import take_fingerprint
 from trainables.memory import keep_freed_memory
 from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
-from trainables.tagger import Tagger, build_tagger, load_encoder, param_groups
+from trainables.optimization import clip_gradients, make_optimizer, step_budget
+from trainables.tagger import Tagger, build_tagger, load_encoder
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -51,22 +51,6 @@ log = logging.getLogger(__name__)
 
 MODEL_FILE = "model.safetensors"
 STATE_FILE = "trainer_state.pt"
-
-
-def lr_multiplier(schedule: str, warmup: int, total: int):
-    """Learning-rate factor per step: linear warmup, then linear/cosine decay or constant."""
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total - warmup)
-        if schedule == "linear":
-            return max(0.0, 1.0 - progress)
-        if schedule == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-        return 1.0
-
-    return factor
 
 
 def _set_up_process(cfg: TrialConfig) -> tuple[torch.device, str]:
@@ -105,40 +89,6 @@ def _build_model(
     return model, tokenizer
 
 
-def _step_budget(cfg: TrialConfig, train_windows: int) -> tuple[int, int]:
-    """Batches per epoch and optimizer steps in all: `epochs` of them, capped by `max_steps`."""
-    batches_per_epoch = math.ceil(train_windows / cfg.batch_size)
-    total_steps = cfg.epochs * batches_per_epoch
-    if cfg.max_steps:
-        total_steps = min(total_steps, cfg.max_steps)
-    return batches_per_epoch, total_steps
-
-
-def _make_optimizer(
-    model: Tagger, cfg: TrialConfig, device: torch.device, total_steps: int
-) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW with its own learning rate for the head, under warmup and decay to `total_steps`."""
-    # the fused kernel updates all parameters in one pass: on CPU the default per-tensor
-    # loop costs about a sixth of a MiniLM step; results stay deterministic
-    optimizer = torch.optim.AdamW(
-        param_groups(model, cfg.lr, cfg.head_lr, cfg.weight_decay),
-        fused=device.type in ("cpu", "cuda"),
-    )
-    warmup = int(cfg.warmup_ratio * total_steps)
-    schedule = lr_multiplier(cfg.schedule, warmup, total_steps)
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-
-
-def clip_gradients(parameters: list[torch.nn.Parameter], max_norm: float) -> None:
-    """`torch.nn.utils.clip_grad_norm_`, bit for bit, without its multiply of every gradient
-    by exactly 1.0 when the norm is already within `max_norm`: a pass over all 22.6M MiniLM
-    gradients (3.4 ms of a ~145 ms bf16 step on one thread) on about two thirds of the steps."""
-    grads = [p.grad for p in parameters if p.grad is not None]
-    norm = torch.nn.utils.get_total_norm(grads, foreach=True)
-    if not bool(max_norm / (norm + 1e-6) >= 1.0):  # torch's own factor; NaN still multiplies
-        torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm, foreach=True)
-
-
 class Trial:
     """One training run, set up by the steps of `__init__` in order, then trained by `run`."""
 
@@ -155,8 +105,8 @@ class Trial:
         self.model, self.tokenizer = _build_model(config, len(self.label_map), self.device)
         self._encode_splits(splits)
         self._choose_dynamics_sample()
-        self.batches_per_epoch, self.total_steps = _step_budget(config, len(self.train_lengths))
-        self.optimizer, self.scheduler = _make_optimizer(
+        self.batches_per_epoch, self.total_steps = step_budget(config, len(self.train_lengths))
+        self.optimizer, self.scheduler = make_optimizer(
             self.model, config, self.device, self.total_steps
         )
         self.trained = [p for p in self.model.parameters() if p.requires_grad]

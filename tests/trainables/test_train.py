@@ -8,8 +8,9 @@ from trainables import __main__ as command_line
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, TrainingDiverged
 from trainables.metrics import is_wall_clock
+from trainables.optimization import clip_gradients
 from trainables.precision import FORCE_ENV
-from trainables.train import Trial, clip_gradients
+from trainables.train import Trial
 
 
 def run_all(settings: dict) -> list[dict]:

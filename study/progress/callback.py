@@ -6,20 +6,32 @@ save: a restored experiment gets the running driver's line, not a copy from when
 
 from __future__ import annotations
 
+import time
+
 from ray.tune import Callback
 
 from study.progress.line import StudyProgress, TrialView
 from study.search.tune_internals import FINISHED_STATES, RUNNING, status_of, study_tags_of
 
 TIME_KEY = "time_total_s"  # Ray's training time of a trial, kept across restarts
+UPDATE_EVERY_S = 0.5  # the line is redrawn at most once a second on a terminal
 
 
 class ProgressCallback(Callback):
-    def __init__(self, progress: StudyProgress | None):
+    """Hands the line a view of every trial of the running experiment, at most every
+    `every_s` from Tune's loop (which steps many times a second) and once more as the
+    experiment ends. A finished trial's view is kept, not rebuilt: with thousands of trials,
+    rebuilding every view at every step (Ray's `last_result` copies the result each time)
+    took three quarters of the driver's time (bench/scale.py, docs/scale.md)."""
+
+    def __init__(self, progress: StudyProgress | None, every_s: float = UPDATE_EVERY_S):
         self.progress = progress
+        self.every_s = every_s
+        self._updated_at: float | None = None
+        self._finished: dict[str, TrialView | None] = {}  # trial id -> its final view
 
     def __getstate__(self) -> dict:
-        return {"progress": None}  # the line belongs to the running driver
+        return {"progress": None, "every_s": self.every_s, "_updated_at": None, "_finished": {}}
 
     def on_step_end(self, iteration, trials, **info) -> None:
         self._update(trials)
@@ -30,9 +42,25 @@ class ProgressCallback(Callback):
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._update(trials)
 
-    def _update(self, trials) -> None:
-        if self.progress is not None:
-            self.progress.update([view for view in map(self._view, trials) if view])
+    def on_experiment_end(self, trials, **info) -> None:
+        self._update(trials, now=True)
+
+    def _update(self, trials, now: bool = False) -> None:
+        if self.progress is None:
+            return
+        moment = time.monotonic()
+        if not now and self._updated_at is not None and moment - self._updated_at < self.every_s:
+            return
+        self._updated_at = moment
+        self.progress.update([view for view in map(self._kept_view, trials) if view])
+
+    def _kept_view(self, trial) -> TrialView | None:
+        if trial.trial_id in self._finished:
+            return self._finished[trial.trial_id]
+        view = self._view(trial)
+        if view is None or view.state == "finished":
+            self._finished[trial.trial_id] = view
+        return view
 
     def _view(self, trial) -> TrialView | None:
         tags = study_tags_of(trial)

@@ -54,6 +54,10 @@ def data_fingerprint(data: dict[str, Any]) -> str:
     return ";".join(parts) or "none"
 
 
+# git pathspec: the generated study reports, which a study run rewrites
+REPORTS = ":(exclude)reports"
+
+
 def code_version() -> str:
     """The git commit, with +dirty when tracked files other than the generated reports have
     changed (a study run rewrites `reports/`, which says nothing about the code that ran),
@@ -64,9 +68,6 @@ def code_version() -> str:
         return commit + ("+dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
         return "ner-depth-study " + metadata.version("ner-depth-study")
-
-
-REPORTS = ":(exclude)reports"
 
 
 def _git(*args: str) -> str:

@@ -21,6 +21,7 @@ from ray import tune
 from trainables.config import TrialConfig
 from trainables.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.precision import FP32
+from trainables.trial_folder import FINAL_FILE, TrialFolder
 
 if TYPE_CHECKING:
     from trainables.stages import StagedTrial
@@ -32,7 +33,6 @@ TRIAL_KEY = "trial"
 # A config without one was made before that, when a trial's default was fp32; a study saved
 # then and resumed now goes on in fp32 rather than mixing precisions.
 PRECISION_BEFORE_RECORDED = {"precision": FP32}
-FINAL_FILE = "final_result.json"
 MEMORY_FOLDER = Path("/dev/shm")
 
 
@@ -70,9 +70,10 @@ def train_tagger(config: dict[str, Any]) -> None:
     weights and optimizer state) and the layer fingerprint, which the driver's tracking
     callback logs to MLflow: a finished trial needs nothing else, and with
     `num_to_keep=1` Ray then drops the trial's last full checkpoint, so a study's storage
-    holds full checkpoints only for trials still running or paused. A trial restored from
-    that final checkpoint (the driver died after the trial ended but before Ray saved that
-    fact) re-reports its result without training, and says so with `restored_final`.
+    holds full checkpoints only for trials still running or paused. A restored trial whose
+    folder holds that final checkpoint (the driver died, or the storage went away, after the
+    trial ended but before Tune's saved state said so: trainables/trial_folder.py)
+    re-reports its result without training, and says so with `restored_final`.
     """
     # the trial's worker imports what it trains (torch for the tagger), never the driver
     from trainables.trials import new_trial
@@ -81,12 +82,14 @@ def train_tagger(config: dict[str, Any]) -> None:
     stamp = {"node_id": ray.get_runtime_context().get_node_id()}
     trial = None
     checkpoint = tune.get_checkpoint()
+    folder = _trial_folder(checkpoint)
+    final = folder.final_result()
+    if final is not None:
+        tune.report({**final, **stamp, "restored_final": True})
+        return
     if checkpoint is not None:
+        checkpoint = tune.Checkpoint(folder.restore_point(), folder.filesystem)
         with checkpoint.as_directory() as directory:
-            final = Path(directory) / FINAL_FILE
-            if final.is_file():
-                tune.report({**json.loads(final.read_text()), **stamp, "restored_final": True})
-                return
             trial = new_trial(_trial_config(config))
             trial.restore(directory)
         if trial.finished and trial.last_metrics:  # a full final checkpoint of older versions
@@ -98,6 +101,14 @@ def train_tagger(config: dict[str, Any]) -> None:
     for metrics in trial.run():
         with staged_checkpoint(trial, metrics) as directory:
             tune.report({**metrics, **stamp}, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+def _trial_folder(checkpoint: tune.Checkpoint | None) -> TrialFolder:
+    """This trial's folder in the study's storage (Ray's developer API: no public one names
+    it), with the checkpoint Tune's state named for it."""
+    storage = tune.get_context().get_storage()
+    named = checkpoint.path if checkpoint is not None else None
+    return TrialFolder(storage.storage_filesystem, storage.trial_fs_path, named)
 
 
 def _trial_config(config: dict[str, Any]) -> TrialConfig:

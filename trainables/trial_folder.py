@@ -5,14 +5,13 @@ it deletes the previous one, and only afterwards uploads, in the background, the
 state that names the new one. A driver killed, or a store lost, in between leaves a state that
 names a checkpoint which is gone, one older than the trial's last (its final one among them),
 or none at all. Every attempt of a trial writes into the same folder, so the folder settles
-what the state cannot: the final result the trial already saved, or the checkpoint that
+what the state cannot: the final checkpoint the trial already saved, or the checkpoint that
 replaced the named one.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pyarrow.fs
 
@@ -41,14 +40,15 @@ class TrialFolder:
             if e.type == pyarrow.fs.FileType.Directory and e.base_name.startswith(CHECKPOINT_PREFIX)
         )
 
-    def final_result(self) -> dict[str, Any] | None:
-        """The final metrics the trial saved, whichever checkpoint the state named, if any."""
+    def final_checkpoint(self) -> str | None:
+        """The trial's final checkpoint, whichever one the state named, if any."""
         for path in reversed(self.checkpoints):  # a trial ends once: its final is its newest
             try:
                 with self.filesystem.open_input_stream(f"{path}/{FINAL_FILE}") as stream:
-                    return json.loads(stream.read())
+                    json.loads(stream.read())
             except (OSError, ValueError):  # not a final checkpoint, or one cut short
                 continue
+            return path
         return None
 
     def restore_point(self) -> str | None:

@@ -83,9 +83,9 @@ def train_tagger(config: dict[str, Any]) -> None:
     trial = None
     checkpoint = tune.get_checkpoint()
     folder = _trial_folder(checkpoint)
-    final = folder.final_result()
+    final = folder.final_checkpoint()
     if final is not None:
-        tune.report({**final, **stamp, "restored_final": True})
+        _report_again(tune.Checkpoint(final, folder.filesystem), stamp)
         return
     if checkpoint is not None:
         checkpoint = tune.Checkpoint(folder.restore_point(), folder.filesystem)
@@ -101,6 +101,17 @@ def train_tagger(config: dict[str, Any]) -> None:
     for metrics in trial.run():
         with staged_checkpoint(trial, metrics) as directory:
             tune.report({**metrics, **stamp}, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+def _report_again(final: tune.Checkpoint, stamp: dict[str, Any]) -> None:
+    """Re-report a finished trial's result with its final checkpoint, so that the driver finds
+    the layer fingerprint in the checkpoint Tune registers last, whichever one its state had."""
+    with final.as_directory() as directory:
+        metrics = json.loads((Path(directory) / FINAL_FILE).read_text())
+        tune.report(
+            {**metrics, **stamp, "restored_final": True},
+            checkpoint=tune.Checkpoint.from_directory(directory),
+        )
 
 
 def _trial_folder(checkpoint: tune.Checkpoint | None) -> TrialFolder:

@@ -1,5 +1,5 @@
 """What a resumed trial takes from its folder when Tune's saved state is behind it: the final
-result it already saved (a finished trial is not trained again) or the checkpoint that
+checkpoint it already saved (a finished trial is not trained again) or the checkpoint that
 replaced a deleted one; on a local disk and in a real S3-compatible bucket (moto's server)."""
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ def _trial(fs: pafs.FileSystem, root: str, full: list[int], final: int | None = 
 def _cases(fs: pafs.FileSystem, root: str) -> None:
     trial = _trial(fs, f"{root}/finished", full=[3], final=4)
     # the state named the full checkpoint before the final one: the final result is taken
-    assert TrialFolder(fs, trial, f"{trial}/checkpoint_000003").final_result() == FINAL
-    # ... or one Tune had already deleted
-    assert TrialFolder(fs, trial, f"{trial}/checkpoint_000002").final_result() == FINAL
+    final = f"{trial}/checkpoint_000004"
+    assert TrialFolder(fs, trial, f"{trial}/checkpoint_000003").final_checkpoint() == final
+    # ... or one Tune had already deleted, or the final itself
+    assert TrialFolder(fs, trial, f"{trial}/checkpoint_000002").final_checkpoint() == final
+    assert TrialFolder(fs, trial, final).final_checkpoint() == final
 
     trial = _trial(fs, f"{root}/running", full=[3, 4])
     named = TrialFolder(fs, trial, f"{trial}/checkpoint_000003")
-    assert named.final_result() is None
+    assert named.final_checkpoint() is None
     assert named.restore_point() == f"{trial}/checkpoint_000003"  # still there: Tune's choice
     # 3 deleted when 4 was registered; 5 was being uploaded when the driver died: 4 is taken
     fs.delete_dir(f"{trial}/checkpoint_000003")
@@ -54,18 +56,18 @@ def _cases(fs: pafs.FileSystem, root: str) -> None:
 
     trial = _trial(fs, f"{root}/cut", full=[3])
     _write(fs, f"{trial}/checkpoint_000004/{FINAL_FILE}", '{"dev_f1": 0.4')  # cut short
-    assert TrialFolder(fs, trial, f"{trial}/checkpoint_000003").final_result() is None
+    assert TrialFolder(fs, trial, f"{trial}/checkpoint_000003").final_checkpoint() is None
 
     # the state named no checkpoint (the trial's first was not yet in it): the final is found
     trial = _trial(fs, f"{root}/unnamed", full=[], final=1)
-    assert TrialFolder(fs, trial, None).final_result() == FINAL
+    assert TrialFolder(fs, trial, None).final_checkpoint() == f"{trial}/checkpoint_000001"
     assert TrialFolder(fs, trial, None).restore_point() is None
     # a fresh trial: nothing there yet
     fresh = TrialFolder(fs, f"{root}/fresh/trial", None)
-    assert fresh.final_result() is None and fresh.restore_point() is None
+    assert fresh.final_checkpoint() is None and fresh.restore_point() is None
 
     gone = TrialFolder(fs, f"{root}/nowhere/trial", f"{root}/nowhere/trial/checkpoint_000001")
-    assert gone.final_result() is None
+    assert gone.final_checkpoint() is None
     assert gone.restore_point() == f"{root}/nowhere/trial/checkpoint_000001"  # Tune's error
 
 
@@ -83,4 +85,4 @@ def test_a_trial_folder_in_an_s3_bucket(monkeypatch):
         _cases(fs, "studies/ray")
         server.stop()
         unreachable = TrialFolder(fs, "studies/ray/finished/trial", None)
-        assert unreachable.final_result() is None  # what cannot be listed settles nothing
+        assert unreachable.final_checkpoint() is None  # what cannot be listed settles nothing

@@ -173,7 +173,7 @@ def run_driver(study: Path, folder: Path, uri: str, cluster_env: dict, address: 
     command = [
         sys.executable, "-m", "study.run", str(study), "--address", address,
         "--storage", str(folder / "ray"), "--tracking-uri", uri,
-        "--reports", str(folder / "reports"),
+        "--reports", "none",  # the report is timed on its own below
     ]  # fmt: skip
     process = subprocess.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

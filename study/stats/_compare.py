@@ -78,11 +78,13 @@ def compare(
     seed: int = 0,
     aso_kwargs: Mapping[str, Any] | None = None,
     with_aso: bool = True,
+    with_intervals: bool = True,
 ) -> Comparison:
     """The figures of one comparison, its two-sided tests at `level` and its one-sided ones
     (equivalence, non-inferiority) at `one_sided`, both the analysis' alpha by default;
     `compare_arms` then applies multiplicity and the verdicts. Without `with_aso` the ASO
-    fields stay NaN (not computed)."""
+    fields stay NaN (not computed); without `with_intervals` so do the intervals and power,
+    for a caller that sets them at another level (`with_level`)."""
     analysis = analysis or Analysis()
     level = analysis.alpha if level is None else level
     one_sided = level if one_sided is None else one_sided
@@ -129,7 +131,7 @@ def compare(
         win_high=win[2],
         note="; ".join(notes),
     )
-    return with_level(out, diffs, level, one_sided, seed)
+    return with_level(out, diffs, level, one_sided, seed) if with_intervals else out
 
 
 def with_level(
@@ -298,7 +300,9 @@ def _primary(
         if analysis.sequential:
             out.append(_sequential(pair_a, pair_b, analysis, len(pairs), kwargs))
         else:
-            out.append(dataclasses.replace(compare(pair_a, pair_b, **kwargs), primary=True))
+            # Holm's levels set the intervals and power (`_holm_verdicts`)
+            c = compare(pair_a, pair_b, with_intervals=False, **kwargs)
+            out.append(dataclasses.replace(c, primary=True))
     out = _with_aso(out, scores, 1 - analysis.alpha / max(1, len(pairs)), aso_kwargs)
     return out if analysis.sequential else _holm_verdicts(out, analysis, scores)
 

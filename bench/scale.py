@@ -2,7 +2,7 @@
 ~1,000 and ~10,000 trials over 10 and 100 arms on a Ray runtime of several nodes on this
 machine, tracked into sqlite and into an MLflow server on PostgreSQL.
 
-    ./with-venv python bench/scale.py                            # the default sizes, both stores
+    ./with-venv python bench/scale.py                            # the default plan, ~14 minutes
     ./with-venv python bench/scale.py --sizes 100x10,1000x10 --stores sqlite
 
 For each store and size it prints the driver's CPU seconds per result and per trial while the
@@ -12,13 +12,27 @@ the latency of the tracking store's `log_batch` calls (p50, p99, from the driver
 client, study/tracking/timing.py), the time `python -m study.report` takes on the finished
 store, and how each grows from one size to the next. Targets: <= 20 ms of driver CPU per
 result, growing <= 1.5x from 1,000 to 10,000 trials; a report of 10,000 trials in <= 60 s;
-driver memory <= 2 GB.
+driver memory <= 2 GB. The driver itself makes no report (`--reports none`): the report is
+timed on its own, and the driver's peak memory is the driver's.
 
-The trials are `trainable: synthetic` (trainables/surface.py) at 0 s per step: three
-evaluations of 10 steps each unless ASHA stops them at the first, so the driver, not the
-trials, is what is measured. The cluster is `ray start --head` (no CPUs: the driver's node)
-and `--nodes` worker nodes of 2 CPUs each (tests/ray_nodes.py); PostgreSQL is a throwaway
-cluster behind `mlflow server`, both on 127.0.0.1 (tests/servers.py, tests/mlflow_server.py).
+The trials are `trainable: synthetic` (trainables/surface.py) at 0 s per step: two
+evaluations of 10 steps each (`--epochs`) unless ASHA stops them at the first, so the
+driver, not the trials, is what is measured. The cluster is `ray start --head` (no CPUs: the
+driver's node) and `--nodes` worker nodes of 2 CPUs each (tests/ray_nodes.py); PostgreSQL is
+a throwaway cluster behind `mlflow server`, both on 127.0.0.1 (tests/servers.py,
+tests/mlflow_server.py).
+
+The default plan (`DEFAULT_PLAN`) is sized to finish within 15 minutes on 2 cores (about 14,
+docs/scale.md has the arithmetic): sqlite at 1,000 and 10,000 trials over 10 arms (the growth
+the target is about, and the report of 10,000 trials), PostgreSQL at 100 trials over 10 arms
+and 1,000 over 100 (a REST call per write, so fewer results per second than sqlite; and the
+report of 100 arms compared all-pairs, 900 pairs). The driver handles about 40 results a
+second here, so at three evaluations per trial (the shape before 2026-11-25, `--epochs 3`)
+10,000 trials alone took 10 minutes; two make about 1.6 results a trial instead of 2.3.
+Fewer results per trial carry each trial's own cost (its run's creation, its worker, its
+end) over fewer results, so CPU per result reads higher than at three: compare CPU per trial,
+printed beside it, or run `--epochs 3`. `--sizes 10000x100 --stores sqlite` measures the
+largest report (100 arms at 10,000 trials) on its own.
 """
 
 from __future__ import annotations
@@ -51,6 +65,7 @@ from tests.ray_nodes import ray_cluster  # noqa: E402
 from tests.servers import postgres_cluster, postgres_unavailable_reason  # noqa: E402
 
 STUDY = "scale"
+EPOCHS = 2  # evaluations per trial unless ASHA stops it at the first (see the docstring)
 PHASE_START = re.compile(r"study\.execution\.tuner: phase explore: \d+ trials")
 PHASE_END = re.compile(r"study\.execution\.tuner: phase confirm: trial states")
 DEPTHS = [12, 11, 10, 9, 8, 7, 6, 5, 4, 3]
@@ -83,8 +98,9 @@ def parse_sizes(text: str) -> list[Size]:
     return sizes
 
 
-def study_file(size: Size, folder: Path) -> Path:
-    """About `size.trials` trials: 60% explore (samples x 2 seeds per arm, ASHA), 40% confirm."""
+def study_file(size: Size, folder: Path, epochs: int = EPOCHS) -> Path:
+    """About `size.trials` trials: 60% explore (samples x 2 seeds per arm, ASHA), 40% confirm;
+    an evaluation per epoch."""
     samples = max(2, round(0.3 * size.trials / size.arms))
     confirm = max(2, round(0.4 * size.trials / size.arms))
     grid = {"depth": DEPTHS} if size.arms == 10 else {"depth": DEPTHS, "data_fraction": FRACTIONS}
@@ -94,7 +110,7 @@ def study_file(size: Size, folder: Path) -> Path:
         "metric": {"name": "dev_f1", "mode": "max"},
         "grid": grid,
         "search": {"lr": {"type": "loguniform", "low": 1.0e-5, "high": 1.0e-3}},
-        "fixed": {"epochs": 3},
+        "fixed": {"epochs": epochs},
         "seeds": confirm,
         "phases": {
             "explore": {
@@ -173,7 +189,7 @@ def run_driver(study: Path, folder: Path, uri: str, cluster_env: dict, address: 
     command = [
         sys.executable, "-m", "study.run", str(study), "--address", address,
         "--storage", str(folder / "ray"), "--tracking-uri", uri,
-        "--reports", str(folder / "reports"),
+        "--reports", "none",  # the report is timed on its own below
     ]  # fmt: skip
     process = subprocess.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -230,12 +246,14 @@ def postgres_store(folder: Path) -> Iterator[tuple[str, str | None]]:
 
 
 STORES = {"sqlite": sqlite_store, "postgres": postgres_store}
+# What the default run measures, per store (see the module's docstring for why)
+DEFAULT_PLAN = {"sqlite": "1000x10,10000x10", "postgres": "100x10,1000x100"}
 
 
-def measure(store: str, size: Size, root: Path, cluster) -> Run:
+def measure(store: str, size: Size, root: Path, cluster, epochs: int = EPOCHS) -> Run:
     folder = root / store / size.label
     folder.mkdir(parents=True)
-    study = study_file(size, folder)
+    study = study_file(size, folder, epochs)
     with STORES[store](folder) as (uri, database):
         run = run_driver(study, folder, uri, cluster.env, cluster.address)
         if run.failed:
@@ -294,14 +312,19 @@ def table(rows: list[list[str]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="100x10,1000x100,10000x100",
-                        help="trials x arms (arms 10 or 100), comma-separated")  # fmt: skip
-    parser.add_argument("--stores", default="sqlite,postgres", help="sqlite and/or postgres")
+    parser.add_argument("--sizes", help="trials x arms (arms 10 or 100), comma-separated, for "
+                        "every store (default: each store's sizes in DEFAULT_PLAN)")  # fmt: skip
+    parser.add_argument("--stores", default=",".join(DEFAULT_PLAN),
+                        help="sqlite and/or postgres")  # fmt: skip
+    parser.add_argument("--epochs", type=int, default=EPOCHS,
+                        help="evaluations per trial (3 before 2026-11-25)")  # fmt: skip
     parser.add_argument("--nodes", type=int, default=3, help="worker nodes of 2 CPUs each")
     parser.add_argument("--keep", help="keep the studies' folders here (default: removed)")
     args = parser.parse_args()
-    sizes = parse_sizes(args.sizes)
     stores = [s.strip() for s in args.stores.split(",")]
+    if unknown := set(stores) - set(STORES):
+        sys.exit(f"--stores: {', '.join(sorted(unknown))} unknown; use sqlite and/or postgres")
+    plan = {store: parse_sizes(args.sizes or DEFAULT_PLAN[store]) for store in stores}
     if "postgres" in stores and postgres_unavailable_reason():
         print(f"skipping postgres: {postgres_unavailable_reason()}")
         stores.remove("postgres")
@@ -317,8 +340,8 @@ def main() -> None:
         print(f"Ray: head + {args.nodes} worker nodes of 2 CPUs at {cluster.address}")
         for store in stores:
             measured = []
-            for size in sizes:
-                run = measure(store, size, root, cluster)
+            for size in plan[store]:
+                run = measure(store, size, root, cluster, args.epochs)
                 measured.append((size, run))
                 rows.append(row(store, size, run))
                 print(" ".join(rows[-1]), flush=True)

@@ -60,6 +60,7 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # the study file, a flag or a server: one line says which and why
 EXIT_STORAGE = 3  # the storage is full or does not answer: fix that, then --resume
 EXIT_INTERRUPTED = 130  # Ctrl-C or a stopped phase; the state is saved, --resume continues
+NO_REPORT = "none"  # --reports none: the study ends without its report (bench/scale.py)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -73,7 +74,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
     parser.add_argument("--storage", default="ray_results", help="Ray results: path or URI")
     parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
-    parser.add_argument("--reports", default="reports", help="where the report folder goes")
+    parser.add_argument(
+        "--reports", default="reports",
+        help="where the report folder goes ('none': no report at the end; python -m "
+        "study.report makes it later)",
+    )  # fmt: skip
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a study-file setting: a dotted key, a YAML value (repeatable)",
@@ -140,7 +145,8 @@ def _run(args: argparse.Namespace) -> int:
     tracker = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
-    _preload_report()
+    if args.reports.lower() != NO_REPORT:
+        _preload_report()
     optuna_tags = _optuna_tags(optuna_url, study_dir, spec)
     study_run, arm_runs = open_study_runs(tracker, spec, plan, state, optuna_tags)
     store.write_state(study_dir, state)
@@ -228,7 +234,11 @@ def _run_study(
         return EXIT_INTERRUPTED
     print(confirm_summary(tracker, study_run, spec.metric.name))
     tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
-    _report(context.tracking_uri, spec.name, study_run, reports)
+    if reports.lower() == NO_REPORT:
+        print(f"no report made (--reports {NO_REPORT}); make it with: python -m study.report "
+              f"{spec.name} --run-id {study_run}")  # fmt: skip
+    else:
+        _report(context.tracking_uri, spec.name, study_run, reports)
     tracker.end_study(study_run, context.arm_runs, "FINISHED")
     reserve.release()
     return EXIT_OK

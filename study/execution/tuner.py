@@ -8,6 +8,7 @@ needs (see `saved_trials`).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from collections import Counter
@@ -153,16 +154,28 @@ def run_experiment(context: PhaseContext, name: str, searcher, scheduler, n_tria
         progress.experiment_started(at_once)
     try:
         with _pending_trials(at_once):
-            results = make_tuner(context, name, searcher, scheduler, n_trials).fit()
+            ended = _ended_trials(make_tuner(context, name, searcher, scheduler, n_trials))
     finally:
         if progress is not None:
             progress.experiment_ended()
     saved = saved_trials(context.store.join(context.study_dir, name))
     log.info("phase %s: trial states %s", name, dict(Counter(t.status for t in saved)))
     stopped_live = any(t.status in LIVE for t in saved)
-    done = results.num_terminated + results.num_errors >= n_trials and not stopped_live
+    done = ended >= n_trials and not stopped_live
     _drop_checkpoints(name, [t for t in saved if done or t.status in FINISHED])
     return done
+
+
+def _ended_trials(tuner: tune.Tuner) -> int:
+    """Run the experiment; how many of its trials ended (terminated or errored). Tune's
+    results hold every trial of the experiment, about 0.13 MB each: they are let go here,
+    before `saved_trials` loads the saved copy, or both would be held at once (the driver's
+    peak memory at 10,000 trials, bench/scale.py, docs/scale.md)."""
+    results = tuner.fit()
+    ended = results.num_terminated + results.num_errors
+    del results, tuner
+    gc.collect()  # Ray's trial objects hold reference cycles
+    return ended
 
 
 def saved_trials(experiment: str) -> list:

@@ -229,15 +229,16 @@ def _exploratory_section(report: Report) -> str:
     if not comps:
         return ""
     header = ["A vs B", "metric", "n", "mean A", "mean B", "A − B", "95% t interval",
-              "p (t, unadjusted)", "Wilcoxon p (min)", "d_z", "ε_min"]  # fmt: skip
+              "p (t, unadjusted)", "Wilcoxon p (min)", "d_z"]  # fmt: skip
     rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", c.metric, str(c.n), num(c.mean_a), num(c.mean_b),
              num(c.diff), f"[{num(c.ci_low)}, {num(c.ci_high)}]", p_value(c.p_t),
-             f"{p_value(c.p_wilcoxon)} ({p_value(c.wilcoxon_min_p)})", num(c.cohens_d, 2),
-             f"{c.eps_winner:.2f}"] for c in comps]  # fmt: skip
+             f"{p_value(c.p_wilcoxon)} ({p_value(c.wilcoxon_min_p)})", num(c.cohens_d, 2)]
+            for c in comps]  # fmt: skip
     return (
         "## Exploratory comparisons (not the declared primary metric)\n\nUnadjusted p-values "
         "and intervals, for orientation only: no verdict is drawn from them, and with many "
-        "metrics some will look significant by chance.\n\n" + markdown_table(header, rows)
+        "metrics some will look significant by chance. Almost stochastic order (ε_min) is "
+        "computed for the primary metric only.\n\n" + markdown_table(header, rows)
     )
 
 

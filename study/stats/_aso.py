@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable, Iterator
+import multiprocessing
+import os
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +28,9 @@ import numpy as np
 # (1-2 s), so it is imported at the first comparison, not when a report module is imported.
 _MODULE_NAME = "deepsig.aso"
 _REPLACED = "get_quantile_function"
+# a worker process takes seconds to start (deepsig imports torch): worth it only for a report
+# with hundreds of comparisons, such as a grid compared all-pairs (docs/scale.md)
+JOBS_PER_WORKER = 50
 
 
 def quantile_function(scores: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
@@ -31,8 +39,8 @@ def quantile_function(scores: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     n = len(ordered)
 
     def quantile(p: np.ndarray) -> np.ndarray:
-        index = np.ceil(n * np.asarray(p, dtype=float)).astype(np.int64)
-        return ordered[np.clip(index - 1, 0, n - 1)]
+        index = np.ceil(n * np.asarray(p, dtype=float)).astype(np.int64) - 1
+        return ordered.take(index, mode="clip")  # clipped to [0, n - 1], as deepsig clips
 
     return quantile
 
@@ -58,3 +66,42 @@ def aso(scores_a: np.ndarray, scores_b: np.ndarray, **kwargs) -> float:
 
     with _array_quantiles():
         return deepsig_aso(scores_a, scores_b, **kwargs)
+
+
+Job = tuple[np.ndarray, np.ndarray, float, int, "Mapping[str, Any] | None"]
+
+
+def aso_both_ways(
+    a: np.ndarray, b: np.ndarray, confidence: float, seed: int, extra: Mapping[str, Any] | None
+) -> tuple[float, float]:
+    """deepsig's ASO eps_min for 'A better than B' and for 'B better than A' (higher = better
+    after the caller's sign flip), at an explicit Bonferroni confidence level 1 - alpha/k
+    (deepsig's own `num_comparisons` adjusts it as conf + (1 - conf)/k instead).
+    Identical score lists have no order: 1.0 both ways."""
+    if np.array_equal(np.sort(a), np.sort(b)):
+        return 1.0, 1.0
+    kwargs = {"seed": seed, "show_progress": False, "confidence_level": confidence}
+    kwargs.update(extra or {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(aso(a, b, **kwargs)), float(aso(b, a, **kwargs))
+
+
+def _job(job: Job) -> tuple[float, float]:
+    return aso_both_ways(*job)
+
+
+def aso_both_ways_many(
+    jobs: Sequence[Job], workers: int | None = None
+) -> list[tuple[float, float]]:
+    """`aso_both_ways` of every job, in order, spread over the machine's cores when there are
+    enough of them to pay for starting the workers. Each call is seeded by its job alone, so
+    the numbers are the same as one after another. Workers are spawned, not forked: the
+    driver that builds a study's report holds Ray's threads."""
+    if workers is None:
+        workers = min(len(os.sched_getaffinity(0)), len(jobs) // JOBS_PER_WORKER)
+    if workers < 2:
+        return [_job(job) for job in jobs]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return list(pool.map(_job, jobs, chunksize=max(1, len(jobs) // (4 * workers))))

@@ -33,7 +33,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from study.analysis import Analysis
 from study.stats import sequential
-from study.stats._aso import aso
+from study.stats._aso import aso_both_ways, aso_both_ways_many
 from study.stats._pairs import arm_pairs, direction
 from study.stats._record import Comparison, unit_text
 
@@ -77,10 +77,14 @@ def compare(
     aso_comparisons: int = 1,
     seed: int = 0,
     aso_kwargs: Mapping[str, Any] | None = None,
+    with_aso: bool = True,
+    with_intervals: bool = True,
 ) -> Comparison:
     """The figures of one comparison, its two-sided tests at `level` and its one-sided ones
     (equivalence, non-inferiority) at `one_sided`, both the analysis' alpha by default;
-    `compare_arms` then applies multiplicity and the verdicts."""
+    `compare_arms` then applies multiplicity and the verdicts. Without `with_aso` the ASO
+    fields stay NaN (not computed); without `with_intervals` so do the intervals and power,
+    for a caller that sets them at another level (`with_level`)."""
     analysis = analysis or Analysis()
     level = analysis.alpha if level is None else level
     one_sided = level if one_sided is None else one_sided
@@ -99,8 +103,12 @@ def compare(
     sign = 1.0 if higher_is_better else -1.0
     decision = sequential.decide(sign * diffs, (len(diffs),), level, analysis.margin,
                                  analysis.spending, more_can_come=False)  # fmt: skip
-    confidence = 1 - analysis.alpha / max(1, aso_comparisons)
-    eps, eps_rev = _aso_both_ways(sign * xa, sign * xb, confidence, seed, aso_kwargs)
+    confidence = 1 - analysis.alpha / max(1, aso_comparisons) if with_aso else math.nan
+    eps, eps_rev = (
+        aso_both_ways(sign * xa, sign * xb, confidence, seed, aso_kwargs)
+        if with_aso
+        else (math.nan, math.nan)
+    )
     win = _win_probability(sign * diffs, analysis.alpha)
     out = dataclasses.replace(
         base,
@@ -123,7 +131,7 @@ def compare(
         win_high=win[2],
         note="; ".join(notes),
     )
-    return with_level(out, diffs, level, one_sided, seed)
+    return with_level(out, diffs, level, one_sided, seed) if with_intervals else out
 
 
 def with_level(
@@ -215,22 +223,6 @@ def _win_probability(better_diffs: np.ndarray, alpha: float) -> tuple[float, flo
     return wins / n, float(low), float(high)
 
 
-def _aso_both_ways(
-    a: np.ndarray, b: np.ndarray, confidence: float, seed: int, extra: Mapping[str, Any] | None
-) -> tuple[float, float]:
-    """deepsig's ASO eps_min for 'A better than B' and for 'B better than A' (higher = better
-    after the caller's sign flip), at an explicit Bonferroni confidence level 1 - alpha/k
-    (deepsig's own `num_comparisons` adjusts it as conf + (1 - conf)/k instead).
-    Identical score lists have no order: 1.0 both ways."""
-    if np.array_equal(np.sort(a), np.sort(b)):
-        return 1.0, 1.0
-    kwargs = {"seed": seed, "show_progress": False, "confidence_level": confidence}
-    kwargs.update(extra or {})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(aso(a, b, **kwargs)), float(aso(b, a, **kwargs))
-
-
 def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[float], list[float]]:
     """Holm-adjusted p-values (statsmodels) in input order, and for each hypothesis the
     per-test level Holm's step-down used for it: alpha/(m - j + 1) for the j-th smallest p
@@ -263,8 +255,10 @@ def compare_arms(
     analysis: Analysis | None = None,
 ) -> list[Comparison]:
     """Every planned comparison of a study: arm pairs (see `arm_pairs`) x metrics. The primary
-    metric's comparisons get verdicts under multiplicity control; the rest are exploratory.
-    `scores[arm][metric][unit]`; `arm_factors` is in plan order."""
+    metric's comparisons get verdicts under multiplicity control, and deepsig's ASO; the rest
+    are exploratory, with their t interval and signed-rank test but no ASO: its bootstrap was
+    nearly all of a report's time, and a grid compared all-pairs has hundreds of pairs per
+    metric (docs/scale.md). `scores[arm][metric][unit]`; `arm_factors` is in plan order."""
     analysis = analysis or Analysis()
     ids = list(arm_factors)
     pairs = arm_pairs([arm_factors[i] for i in ids], grid, baseline)
@@ -283,8 +277,7 @@ def compare_arms(
                 factor=factor,
                 higher_is_better=direction(metric) == "max",
                 analysis=analysis,
-                aso_comparisons=max(1, len(pairs)),
-                aso_kwargs=aso_kwargs,
+                with_aso=False,
             )
             for a, b, factor in pairs
         ]
@@ -303,12 +296,35 @@ def _primary(
         pair_b = scores.get(ids[b], {}).get(metric, {})
         kwargs = dict(metric=metric, arm_a=ids[a], arm_b=ids[b], factor=factor,
                       higher_is_better=direction(metric) == "max", analysis=analysis,
-                      aso_comparisons=max(1, len(pairs)), aso_kwargs=aso_kwargs)  # fmt: skip
+                      with_aso=False)  # fmt: skip
         if analysis.sequential:
             out.append(_sequential(pair_a, pair_b, analysis, len(pairs), kwargs))
         else:
-            out.append(dataclasses.replace(compare(pair_a, pair_b, **kwargs), primary=True))
+            # Holm's levels set the intervals and power (`_holm_verdicts`)
+            c = compare(pair_a, pair_b, with_intervals=False, **kwargs)
+            out.append(dataclasses.replace(c, primary=True))
+    out = _with_aso(out, scores, 1 - analysis.alpha / max(1, len(pairs)), aso_kwargs)
     return out if analysis.sequential else _holm_verdicts(out, analysis, scores)
+
+
+def _with_aso(
+    family: list[Comparison], scores: Mapping, confidence: float, aso_kwargs: Any
+) -> list[Comparison]:
+    """The family's ASO, computed together (over the cores, when there are many) on the seeds
+    each comparison used, as `compare` computes it for one comparison."""
+    tested = [c for c in family if c.n >= 2]
+    jobs = []
+    for c in tested:
+        sign = 1.0 if c.higher_is_better else -1.0
+        a, b = (scores[arm][c.metric] for arm in (c.arm_a, c.arm_b))
+        xa, xb = (np.array([side[u] for u in c.seeds], float) for side in (a, b))
+        jobs.append((sign * xa, sign * xb, confidence, 0, aso_kwargs))
+    eps = dict(zip(map(id, tested), aso_both_ways_many(jobs), strict=True))
+    return [
+        dataclasses.replace(c, eps_min=eps[id(c)][0], eps_min_reverse=eps[id(c)][1],
+                            aso_confidence=confidence) if id(c) in eps else c
+        for c in family
+    ]  # fmt: skip
 
 
 def sequential_decision(

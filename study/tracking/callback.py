@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, RunTag
+from mlflow.entities import Metric, Param, RunTag
 from ray.tune import Callback
 
 from study.names import (
@@ -19,8 +19,11 @@ from study.names import (
 from study.plan import trial_key
 from study.tracking.artifacts import copy_fingerprint, log_fingerprint
 from study.tracking.store import (
+    MAX_BATCH,
+    MAX_PARAMS,
     STATUS_RUN,
     StudyTracker,
+    param_list,
     result_batches,
     trial_status,
 )
@@ -55,6 +58,9 @@ class MlflowTrackingCallback(Callback):
         self._tracker: StudyTracker | None = None
         self._runs: dict[str, str] = {}  # Tune trial id -> MLflow run id
         self._logged_step: dict[str, int] = {}  # MLflow run id -> last step logged
+        # MLflow run id -> params not yet sent, which go with the run's next write (its first
+        # result, or its end tags): a call fewer per trial
+        self._params_due: dict[str, list[Param]] = {}
         self.finished: list[dict[str, Any]] = []  # one line per finished trial, for the CLI
         self._pending: list[Callable[[], Any]] = []  # writes not yet accepted, in order
         self._retry_at = 0.0  # after a failed write, wait before trying the server again
@@ -113,9 +119,10 @@ class MlflowTrackingCallback(Callback):
         return self._tracker
 
     def _run_of(self, trial) -> str:
-        """The trial's MLflow run, found or created, with its params. Every step is safe to
-        repeat, and the run is remembered only once all of them went through, so a retry after
-        a failed write finishes what the failed one began."""
+        """The trial's MLflow run, found or created; its params are due with its next write
+        when none were logged (`_params_due`). Every step is safe to repeat, and the run is
+        remembered only once all of them went through, so a retry after a failed write
+        finishes what the failed one began."""
         if trial.trial_id in self._runs:
             return self._runs[trial.trial_id]
         tags = trial.config[STUDY_TAGS]
@@ -134,9 +141,14 @@ class MlflowTrackingCallback(Callback):
             },
         )
         if run_id not in self._logged_step:
-            last = self.tracker.last_step(run_id)
+            # a run made just now holds nothing yet: no need to ask the store (a call per trial)
+            last = -1 if run_id in self.tracker.created else self.tracker.last_step(run_id)
             if last < 0:  # same values again are accepted by MLflow
-                self.tracker.log_params(run_id, {**trial.config[TRIAL_CONFIG], **tags})
+                params = param_list({**trial.config[TRIAL_CONFIG], **tags})
+                if len(params) > MAX_PARAMS:
+                    self.tracker.log_params(run_id, {p.key: p.value for p in params})
+                else:
+                    self._params_due[run_id] = params
             self._logged_step[run_id] = last
         self._runs[trial.trial_id] = run_id
         return run_id
@@ -192,7 +204,8 @@ class MlflowTrackingCallback(Callback):
 
     def _record_end(self, trial, tags: dict[str, Any], run_status: str) -> None:
         run_id = self._run_of(trial)
-        self.tracker.set_tags(run_id, tags)
+        self.tracker.set_tags(run_id, tags, params=self._params_due.get(run_id, []))
+        self._params_due.pop(run_id, None)
         self.tracker.end(run_id, run_status)
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
@@ -223,8 +236,14 @@ class _ResultWrite:
             self.batches = result_batches(self.result, self.step, node) if fresh else []
         while self.batches:
             metrics, tags = self.batches[0]
+            params = callback._params_due.get(run_id, [])
+            if len(metrics) + len(tags) + len(params) > MAX_BATCH:  # no room: on their own
+                callback.tracker.log_params(run_id, {p.key: p.value for p in params})
+                callback._params_due.pop(run_id, None)
+                params = []
             look_first, self.in_doubt = self.in_doubt, True
-            callback.tracker.log_batch(run_id, metrics, tags, look_first=look_first)
+            callback.tracker.log_batch(run_id, metrics, tags, params, look_first=look_first)
+            callback._params_due.pop(run_id, None)  # the store applies a batch whole
             self.batches.pop(0)
             self.in_doubt = False
         callback._logged_step[run_id] = max(self.step, callback._logged_step.get(run_id, -1))

@@ -49,6 +49,7 @@ STATUS_RUN = {
     "errored": RunStatus.to_string(RunStatus.FAILED),
 }
 MAX_PARAM = 6000  # MLflow's limit on a param value
+MAX_PARAMS = 100  # MLflow's limit on the params of one log_batch
 
 
 def artifact_location(tracking_uri: str) -> str | None:
@@ -127,6 +128,11 @@ def _param_value(value: Any) -> str:
     return text[:MAX_PARAM]
 
 
+def param_list(params: dict[str, Any]) -> list[Param]:
+    """Params as MLflow stores them (JSON text, cut to its limit), sorted by name."""
+    return [Param(k, _param_value(v)) for k, v in sorted(params.items())]
+
+
 class StudyTracker:
     """Find-or-create access to the study's runs; no Ray here, so it is testable alone."""
 
@@ -135,6 +141,7 @@ class StudyTracker:
         write_ahead(tracking_uri)  # a sqlite store: commits without waiting for the disk
         self.client = timed(MlflowClient(tracking_uri))  # timed only for bench/scale.py
         self._trial_runs: dict[str, dict[str, str]] = {}  # study run -> trial hash -> run id
+        self.created: set[str] = set()  # trial runs this tracker made: nothing logged before
         found = self.client.get_experiment_by_name(experiment)
         self.experiment_id = (
             found.experiment_id
@@ -195,6 +202,7 @@ class StudyTracker:
             except Exception:
                 self._trial_runs.pop(study_run, None)
                 raise
+            self.created.add(known[hashed])
         return known[hashed]
 
     def _trial_index(self, study_run: str) -> dict[str, str]:
@@ -217,12 +225,17 @@ class StudyTracker:
         return self._trial_runs[study_run]
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
-        items = [Param(k, _param_value(v)) for k, v in sorted(params.items())]
-        for start in range(0, len(items), 100):
-            self.client.log_batch(run_id, params=items[start : start + 100])
+        items = param_list(params)
+        for start in range(0, len(items), MAX_PARAMS):
+            self.client.log_batch(run_id, params=items[start : start + MAX_PARAMS])
 
     def log_batch(
-        self, run_id: str, metrics: list[Metric], tags: list[RunTag], look_first: bool = False
+        self,
+        run_id: str,
+        metrics: list[Metric],
+        tags: list[RunTag],
+        params: list[Param] | None = None,
+        look_first: bool = False,
     ) -> None:
         """One request, which the store applies whole. MLflow appends metrics, so a batch sent
         twice shows its evaluation twice: with `look_first` (an earlier try's answer was lost,
@@ -230,14 +243,16 @@ class StudyTracker:
         metric is not there yet."""
         if look_first and metrics and self.has_metric(run_id, metrics[0]):
             return
-        self.client.log_batch(run_id, metrics=metrics, tags=tags)
+        self.client.log_batch(run_id, metrics=metrics, params=params or [], tags=tags)
 
     def has_metric(self, run_id: str, metric: Metric) -> bool:
         history = self.client.get_metric_history(run_id, metric.key)
         return any(m.step == metric.step for m in history)
 
-    def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
-        self.client.log_batch(run_id, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()])
+    def set_tags(self, run_id: str, tags: dict[str, Any], params: list[Param] = ()) -> None:
+        """Tags (and params still due, in the same request)."""
+        items = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
+        self.client.log_batch(run_id, params=list(params), tags=items)
 
     def log_text(self, run_id: str, text: str, name: str) -> None:
         """A small text artifact (written again with the same name on `--resume`)."""

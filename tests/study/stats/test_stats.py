@@ -276,3 +276,41 @@ def test_array_quantile_aso_is_deepsigs_to_the_last_bit(n_a, n_b):
 
     module = importlib.import_module("deepsig.aso")
     assert module.get_quantile_function.__module__ == "deepsig.aso"
+
+
+def test_aso_over_worker_processes_gives_the_numbers_of_one_process():
+    """A report with hundreds of comparisons computes its ASO in worker processes: each call is
+    seeded by its own job, so the numbers must be those of the calls made one by one."""
+    from study.stats._aso import aso_both_ways_many
+
+    rng = np.random.default_rng(7)
+    jobs = [(rng.normal(0.5, 0.02, 5), rng.normal(0.51, 0.02, 5), 0.99, 0, FAST_ASO)
+            for _ in range(6)]  # fmt: skip
+    jobs.append((jobs[0][0], jobs[0][0].copy(), 0.99, 0, FAST_ASO))  # no order: 1.0 both ways
+    one_by_one = aso_both_ways_many(jobs, workers=1)
+    assert aso_both_ways_many(jobs, workers=2) == one_by_one
+    assert one_by_one[-1] == (1.0, 1.0) and len(set(one_by_one)) == len(jobs)
+
+
+def test_only_the_primary_metric_gets_almost_stochastic_order():
+    """ASO is computed for the declared primary metric's comparisons, at 1 - alpha/k; the
+    exploratory metrics keep their t interval and signed-rank test, and no ASO (NaN)."""
+    rng = np.random.default_rng(3)
+    scores = {arm: {m: {s: float(rng.normal(0.5 + 0.02 * i, 0.01)) for s in range(5)}
+                    for m in ("dev_f1", "test_f1")}
+              for i, arm in enumerate(("depth=6", "depth=5", "depth=4"))}  # fmt: skip
+    arms = {arm: {"depth": int(arm[-1])} for arm in scores}
+    out = stats.compare_arms(scores, arms, {"depth": [6, 5, 4]}, ["dev_f1", "test_f1"],
+                             aso_kwargs=FAST_ASO, analysis=Analysis(primary="test_f1"))  # fmt: skip
+    primary = [c for c in out if c.primary]
+    exploratory = [c for c in out if not c.primary]
+    assert len(primary) == len(exploratory) == 3
+    assert all(0 <= c.eps_min <= 1 and c.aso_confidence == pytest.approx(1 - 0.05 / 3)
+               for c in primary)  # fmt: skip
+    assert all(math.isnan(c.eps_min) and math.isnan(c.eps_min_reverse) for c in exploratory)
+    assert all(c.n == 5 and c.p_t < 1 for c in exploratory)
+    for c in primary:  # as `compare` computes it for one comparison alone
+        one = stats.compare(scores[c.arm_a]["test_f1"], scores[c.arm_b]["test_f1"],
+                            metric="test_f1", arm_a=c.arm_a, arm_b=c.arm_b, aso_comparisons=3,
+                            aso_kwargs=FAST_ASO)  # fmt: skip
+        assert (c.eps_min, c.eps_min_reverse) == (one.eps_min, one.eps_min_reverse)

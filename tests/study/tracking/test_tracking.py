@@ -86,17 +86,35 @@ def test_a_result_whose_write_failed_is_written_once(callback, kind):
     assert run.data.tags["ray_node_id"] == "n1"
 
 
-def test_params_refused_after_the_run_was_created_are_written_on_the_retry(callback):
+@pytest.mark.parametrize("kind", ["lost", "refused"])
+def test_params_sent_with_the_first_result_survive_its_failed_write(callback, kind):
     cb, flaky = callback
     trial = _trial()
-    flaky.faults = [("log_batch", "refused")]  # log_params is the first log_batch
     cb.on_trial_start(0, [], trial)
-    assert cb._pending and trial.trial_id not in cb._runs
+    flaky.faults = [("log_batch", kind)]  # the first log_batch: the params and the first result
+    _report(cb, trial, 6)
+    assert cb._pending
     _back_online(cb)
     run = cb.tracker.client.get_run(cb._runs[trial.trial_id])
     assert run.data.params["lr"] == "0.001" and run.data.params["arm"] == "depth=2"
+    assert _history(cb, trial) == [6]
     runs = cb.tracker.client.search_runs([cb.tracker.experiment_id], "tags.run_kind = 'trial'")
     assert len(runs) == 1  # found again, not created twice
+
+
+def test_a_trial_ending_before_any_result_gets_its_params_with_its_end(callback):
+    cb, flaky = callback
+    trial = _trial()
+    trial.last_result, trial.num_failures, trial.error_msg = {}, 1, "boom"
+    cb.on_trial_start(0, [], trial)
+    calls = Counter()
+    real = flaky.client.log_batch
+    flaky.client.log_batch = lambda *a, **k: (calls.update(["log_batch"]), real(*a, **k))[1]
+    cb.on_trial_error(0, [], trial)
+    run = cb.tracker.client.get_run(cb._runs[trial.trial_id])
+    assert run.data.params["lr"] == "0.001" and run.data.tags["status"] == "errored"
+    assert calls["log_batch"] == 1  # params and end tags in one request
+    assert run.info.status == "FAILED"
 
 
 def test_a_restored_trial_re_reporting_logged_steps_adds_nothing(callback):
@@ -104,9 +122,10 @@ def test_a_restored_trial_re_reporting_logged_steps_adds_nothing(callback):
     trial = _trial()
     for step in (6, 12):
         _report(cb, trial, step)
-    restored = _trial("t1")  # a new driver: no memory of what was logged
+    restored = _trial("t1")  # a new driver: no memory of what was logged or made
     cb._runs.clear()
     cb._logged_step.clear()
+    cb.tracker.created.clear()
     for step in (6, 12, 18):
         _report(cb, restored, step)
     assert _history(cb, restored) == [6, 12, 18]

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from tests.study_helpers import REPO, run_study, runs_by_kind, study_command, write_synthetic_study
+from tests.study_helpers import (
+    REPO,
+    run_study,
+    runs_by_kind,
+    study_command,
+    tracking_uri,
+    write_synthetic_study,
+)
 from trainables.surface import Surface
 
 pytestmark = pytest.mark.study
@@ -98,3 +106,27 @@ def test_search_and_pruning_find_the_known_optimum_of_each_arm(tmp_path):
         assert _random_choice_regret(surface, params) > 5 * BOUND, arm
         sampled = [_regret(surface, r.data.params) for r in explore if r.data.tags["arm"] == arm]
         assert regret <= float(np.median(sampled)), (arm, regret, sorted(sampled))
+
+
+def test_reports_none_ends_the_study_without_a_report_that_study_report_makes_later(tmp_path):
+    phases = {"explore": {"samples": 2, "seeds": 1}, "confirm": {"seeds": 2}}
+    quick = {**SEARCHING, "phases": phases}
+    study = write_synthetic_study(tmp_path, SURFACE, **quick)
+    done = run_study(study, tmp_path, "--reports", "none")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (study_run,) = runs_by_kind(tmp_path)["study"]
+    assert study_run.data.tags["state"] == "finished"
+    assert (
+        "no report made (--reports none); make it with: python -m study.report teststudy "
+        f"--run-id {study_run.info.run_id}"
+    ) in done.stdout
+    assert not (tmp_path / "reports").exists() and not (REPO / "none").exists()
+
+    later = subprocess.run(
+        [sys.executable, "-m", "study.report", "teststudy", "--run-id", study_run.info.run_id,
+         "--tracking-uri", tracking_uri(tmp_path), "--out", str(tmp_path / "later")],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert later.returncode == 0, later.stderr[-3000:]
+    readme = (tmp_path / "later" / "README.md").read_text()
+    assert readme.startswith("# Synthetic study report: `teststudy`")

@@ -94,10 +94,14 @@ def use_mask_attention_dropout(encoder: nn.Module) -> bool:
     """Switch an encoder that attends through `sdpa` to `attention`; False where it does not
     (its attention probabilities then keep torch's dropout)."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     config = getattr(encoder, "config", None)
     if getattr(config, "_attn_implementation", None) != "sdpa":
         return False
     AttentionInterface.register(ATTENTION, attention)
+    # the padding mask: transformers builds none for an attention name it has no mask
+    # function for, and every token would then attend to the padding
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
     encoder.set_attn_implementation(ATTENTION)
     return True

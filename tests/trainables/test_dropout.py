@@ -86,6 +86,32 @@ def test_attention_path_computes_what_sdpa_does():
     torch.testing.assert_close(ours, expected)
 
 
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_a_built_encoder_in_training_attends_as_sdpa_does_padding_masked(tmp_path, model_type):
+    """The whole encoder on a padded batch, in training with no hidden dropout and an attention
+    dropout that keeps everything: the path through `attention` gives the states SDPA gives,
+    so the padding mask reaches it (transformers builds none for a name without a mask
+    function)."""
+    folder = tiny_model_folder(tmp_path, model_type, layers=2)
+    model, _ = build_tagger(str(folder), 3, generator=torch.Generator().manual_seed(0))
+    encoder = model.encoder
+    if encoder.config._attn_implementation != ATTENTION:
+        pytest.skip(f"{model_type} does not attend through sdpa")
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "dropout", None), nn.Dropout) and hasattr(module, "scaling"):
+            module.dropout.p = 1e-12  # attention dropout on: `attention` takes its own path
+    input_ids, attention_mask = sample_batch()
+    assert not attention_mask.all()  # padded
+    model.train()
+    ours = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    encoder.set_attn_implementation("sdpa")
+    expected = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    real = attention_mask.bool()
+    torch.testing.assert_close(ours[real], expected[real], atol=1e-5, rtol=1e-4)
+
+
 def test_attention_dropout_is_seeded_and_drops_probabilities():
     module = nn.Module()
     q, k, v = _qkv()

@@ -146,7 +146,7 @@ class MlflowTrackingCallback(Callback):
             if last < 0:  # same values again are accepted by MLflow
                 params = param_list({**trial.config[TRIAL_CONFIG], **tags})
                 if len(params) > MAX_PARAMS:
-                    self.tracker.log_params(run_id, {p.key: p.value for p in params})
+                    self.tracker.log_param_list(run_id, params)
                 else:
                     self._params_due[run_id] = params
             self._logged_step[run_id] = last
@@ -238,7 +238,7 @@ class _ResultWrite:
             metrics, tags = self.batches[0]
             params = callback._params_due.get(run_id, [])
             if len(metrics) + len(tags) + len(params) > MAX_BATCH:  # no room: on their own
-                callback.tracker.log_params(run_id, {p.key: p.value for p in params})
+                callback.tracker.log_param_list(run_id, params)
                 callback._params_due.pop(run_id, None)
                 params = []
             look_first, self.in_doubt = self.in_doubt, True

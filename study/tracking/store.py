@@ -225,7 +225,10 @@ class StudyTracker:
         return self._trial_runs[study_run]
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
-        items = param_list(params)
+        self.log_param_list(run_id, param_list(params))
+
+    def log_param_list(self, run_id: str, items: list[Param]) -> None:
+        """Params already in MLflow's form (`param_list`), as many requests as its limit asks."""
         for start in range(0, len(items), MAX_PARAMS):
             self.client.log_batch(run_id, params=items[start : start + MAX_PARAMS])
 

@@ -16,6 +16,24 @@ from dataclasses import dataclass
 from typing import Any
 
 SPENDING = ("obrien_fleming", "pocock")
+PLATEAU = 0.005  # default: a trial whose study metric gained less than this over its last
+# third of evaluations had stopped improving (in the study metric's units)
+
+# Metrics measured in the same units, so that one margin means the same thing for each:
+# every F1 (and the learning-curve area, a mean of dev F1s), and every loss.
+_UNIT_FAMILIES = (("_f1", "curve_area"), ("_loss",))
+
+
+def same_units(metric: str, other: str) -> bool:
+    """Whether two metrics are in the same units (F1 with F1, loss with loss, else itself)."""
+    return metric == other or _family(metric) is not None and _family(metric) == _family(other)
+
+
+def _family(metric: str) -> int | None:
+    for index, markers in enumerate(_UNIT_FAMILIES):
+        if any(metric.endswith(marker) for marker in markers):
+            return index
+    return None
 
 
 @dataclass(frozen=True)
@@ -32,6 +50,27 @@ class Analysis:
     looks: tuple[int, ...] = ()
     seed_order: tuple[int, ...] = ()
     data_seeds: int = 1
+    plateau: float = PLATEAU  # convergence: the study metric's gain over the last third
+    ni_alpha: float | None = None  # one-sided non-inferiority level; None: alpha / 2
+    margins: tuple[tuple[str, float], ...] = ()  # other metrics' own margins, in their units
+
+    @property
+    def ni_level(self) -> float:
+        """The one-sided level of a non-inferiority test: alpha / 2 unless declared (ICH E9)."""
+        return self.alpha / 2 if self.ni_alpha is None else self.ni_alpha
+
+    def margin_for(self, metric: str) -> float | None:
+        """The margin in `metric`'s units: its own if declared, the primary's when the two
+        share units, else None (power, TOST and non-inferiority then do not apply)."""
+        own = dict(self.margins)
+        if metric in own:
+            return own[metric]
+        return self.margin if same_units(metric, self.primary) else None
+
+    def converged(self, final_gain: float) -> bool:
+        """A trial had stopped improving: its study metric gained less than `plateau` over
+        its last third of evaluations (`final_gain`, in the metric's better direction)."""
+        return final_gain < self.plateau
 
     @property
     def sequential(self) -> bool:
@@ -64,4 +103,5 @@ class Analysis:
         values = json.loads(text)
         for key in ("looks", "seed_order"):
             values[key] = tuple(values.get(key) or ())
+        values["margins"] = tuple(tuple(pair) for pair in values.get("margins") or ())
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})

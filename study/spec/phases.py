@@ -234,12 +234,15 @@ def _sample(doc: Doc, path: FieldPath, item: Any, search: dict, shape: Shape) ->
 
 
 def declared_analysis(doc: Doc, confirm: ConfirmPhase | None) -> Analysis:
-    """`analysis: {primary, margin, alpha, spending}`, declared before the data are seen."""
+    """`analysis: {primary, margin, alpha, spending, plateau, ni_alpha, margins}`, declared
+    before the data are seen."""
     path = ("analysis",)
     value = doc.data.get("analysis")
     value = {} if value is None else value
     doc.mapping(path, value, "a mapping {primary: test_f1, margin: 0.01, alpha: 0.05}")
-    doc.check_keys(path, value, ("primary", "margin", "alpha", "spending"))
+    doc.check_keys(
+        path, value, ("primary", "margin", "alpha", "spending", "plateau", "ni_alpha", "margins")
+    )
     primary = value.get("primary", Analysis.primary)
     known = _primary_metrics(doc)
     if primary not in known:
@@ -253,10 +256,37 @@ def declared_analysis(doc: Doc, confirm: ConfirmPhase | None) -> Analysis:
     spending = value.get("spending", Analysis.spending)
     if spending not in SPENDING:
         raise doc.bad((*path, "spending"), spending, f"one of {', '.join(SPENDING)}")
+    plateau = doc.number((*path, "plateau"), value.get("plateau", Analysis.plateau),
+                         lambda x: x > 0, "a gain > 0 in the study metric's units")  # fmt: skip
+    ni_alpha = value.get("ni_alpha")
+    if ni_alpha is not None:
+        ni_alpha = float(doc.number((*path, "ni_alpha"), ni_alpha, lambda x: 0 < x < 0.5,
+                                    "a one-sided level in (0, 0.5)"))  # fmt: skip
     looks = confirm.looks if confirm else ()
     seed_order = confirm.seeds if confirm else ()
     data_seeds = len(confirm.data_seeds) if confirm and confirm.data_seeds else 1
-    return Analysis(primary, float(margin), float(alpha), spending, looks, seed_order, data_seeds)
+    return Analysis(
+        primary, float(margin), float(alpha), spending, looks, seed_order, data_seeds,
+        plateau=float(plateau), ni_alpha=ni_alpha, margins=_margins(doc, value, known),
+    )  # fmt: skip
+
+
+def _margins(doc: Doc, value: dict, known: list[str]) -> tuple[tuple[str, float], ...]:
+    """`margins: {metric: margin}`: metrics outside the primary's units get their own."""
+    path = ("analysis", "margins")
+    margins = value.get("margins")
+    if margins is None:
+        return ()
+    doc.mapping(path, margins, "a mapping {metric: margin in that metric's units}")
+    checked = []
+    for metric, margin in margins.items():
+        if metric not in known:
+            raise doc.bad((*path, metric), metric, f"one of {', '.join(known)}"
+                          f"{suggest(str(metric), tuple(known))}")  # fmt: skip
+        margin = doc.number((*path, metric), margin, lambda x: x >= 0,
+                            f"a margin >= 0 in {metric}'s units")  # fmt: skip
+        checked.append((metric, float(margin)))
+    return tuple(checked)
 
 
 def _primary_metrics(doc: Doc) -> list[str]:

@@ -9,6 +9,7 @@ history) is recorded there by `study.tracking`.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,11 @@ from trainables.stage_config import INTERMEDIATE, INTERMEDIATE_STEPS, stage_name
 
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
+# What a trial reports about its budget at its end (metrics), and the driver's verdict on
+# whether it had stopped improving (a tag): columns of every trials.csv, empty where a study
+# was recorded before trials reported them.
+CONVERGED = "converged"
+BUDGET_METRICS = ("final_gain", "steps_run", "tokens_seen")
 
 
 @dataclass
@@ -174,7 +180,9 @@ def load_study_record(tracking_uri: str, study: str, run_id: str | None = None) 
         raise UserInputError(f"study run {study_run} of {study} has no arm or trial runs")
     kind = frame[f"tags.{RUN_KIND}"]
     arm_frame, trial_frame = frame[kind == "arm"], _own_columns(frame[kind == "trial"])
-    trials = _trial_table(trial_frame)
+    trials = budget_columns(
+        _trial_table(trial_frame), Analysis.from_json(run.data.tags.get(ANALYSIS_TAG))
+    )
     arms = _arms_in_plan_order(arm_frame, trials)
     plan = _parse(run.data.params.get("plan")) or {}
     return StudyRecord(
@@ -204,7 +212,7 @@ def _own_columns(frame: pd.DataFrame) -> pd.DataFrame:
 def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per trial with plain column names; factor params parsed back to values."""
     tags = {"arm": "arm", "phase": "phase", "status": "status", "error": "error",
-            REUSED_TAG: REUSED_TAG}  # fmt: skip
+            REUSED_TAG: REUSED_TAG, CONVERGED: CONVERGED}  # fmt: skip
     out = pd.DataFrame({"run_id": frame["run_id"]})
     for column, tag in tags.items():
         out[column] = frame.get(f"tags.{tag}", pd.Series(dtype=object))
@@ -230,6 +238,22 @@ def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
     out = pd.concat([out, pd.DataFrame(parsed, index=frame.index)], axis=1)
     order = ["phase", "arm_index", "sample", "seed"] if "arm_index" in out else ["phase", "seed"]
     return out.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def budget_columns(trials: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
+    """`converged`, `final_gain`, `steps_run` and `tokens_seen` on every row, NaN where a
+    trial did not record them; a trial with a `final_gain` but no `converged` tag (the tag is
+    the driver's, the metric the trial's) is judged by the declared plateau, as the driver
+    would have."""
+    out = trials.copy()
+    for name in BUDGET_METRICS:
+        out[name] = pd.to_numeric(out[name]) if name in out else math.nan
+    tagged = out[CONVERGED] if CONVERGED in out else pd.Series(None, index=out.index)
+    judged = out.final_gain.map(
+        lambda gain: None if math.isnan(gain) else str(analysis.converged(gain)).lower()
+    )
+    out[CONVERGED] = tagged.where(tagged.isin(["true", "false"]), judged)
+    return out
 
 
 def _duration_s(frame: pd.DataFrame) -> pd.Series:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from study import stats
 from study.names import TRAINABLE_TAG
 from study.report.text import markdown_table, num, p_value, stage_sequence
+from study.report.validity import budget_note
 from trainables.surface import SYNTHETIC
 
 if TYPE_CHECKING:
@@ -205,13 +206,22 @@ def _primary_section(report: Report) -> str:
         "interval: the chance A wins on a new seed."
     )
     out = ["## Verdicts (primary metric)", "", method, "", markdown_table(header, rows), ""]
-    out += [f"- {c.verdict()}" for c in comps]
+    out += [f"- {c.verdict()}{_qualified(report, c)}" for c in comps]
     if boot:
         out += ["", "Percentile bootstrap intervals (shown from "
                 f"{stats.BOOTSTRAP_MIN_SEEDS} seeds on):"]  # fmt: skip
         out += [f"- `{c.arm_a}` vs `{c.arm_b}`: [{num(c.boot_low)}, {num(c.boot_high)}]"
                 for c in boot]  # fmt: skip
     return "\n".join(out)
+
+
+def _qualified(report: Report, c: stats.Comparison) -> str:
+    """' — **budget-sensitive**: ...' when an arm of the comparison was still improving."""
+    note = budget_note(report.record, c.arm_a, c.arm_b)
+    if not note:
+        return ""
+    head, _, numbers = note.partition(": ")
+    return f" — **{head}**: {numbers}"
 
 
 def _win(c: stats.Comparison) -> str:
@@ -252,7 +262,7 @@ def summary(report: Report) -> str:
     else:
         lines.append(f"Verdicts on the declared primary metric `{a.primary}` (margin "
                      f"±{a.margin:g}, α = {a.alpha:g}):")  # fmt: skip
-        lines += [f"- {c.verdict()}" for c in primary]
+        lines += [f"- {c.verdict()}{_qualified(report, c)}" for c in primary]
         if any(c.outcome == "inconclusive" for c in primary):
             lines += ["", "*Inconclusive* is not *as good*: neither a difference nor "
                       "equivalence within the margin was shown with these seeds."]  # fmt: skip
@@ -289,6 +299,10 @@ def _results_sections(report: Report) -> str:
     return "\n\n".join(_slot(report, "results"))
 
 
+def _verdict_sections(report: Report) -> str:
+    return "\n\n".join(_slot(report, "verdicts"))
+
+
 def _figures(report: Report) -> str:
     out = ["## Plots"]
     captions = dict(FIGURES)
@@ -314,7 +328,8 @@ def render_markdown(report: Report) -> str:
     sections = [
         _header(report), _analysis_section(report), summary(report), _what_ran(report),
         _arm_section(report), _extra_sets(report), _results_sections(report),
-        _primary_section(report), _exploratory_section(report), followups_section(report),
+        _primary_section(report), _verdict_sections(report), _exploratory_section(report),
+        followups_section(report),
         _figures(report), _files(),
     ]  # fmt: skip
     return "\n\n".join(s for s in sections if s) + "\n"

@@ -22,7 +22,9 @@ import pandas as pd
 from study.report.data import StudyRecord
 
 Tables = dict[str, pd.DataFrame]
-SLOTS = ("results", "followups")  # after the per-arm table / after the comparisons
+# after the per-arm table / right after the verdicts (what qualifies them) / after the
+# exploratory comparisons
+SLOTS = ("results", "verdicts", "followups")
 
 
 def _no_figures(tables: Tables, folder: Path) -> dict[str, Path]:

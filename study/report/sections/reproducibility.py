@@ -23,6 +23,7 @@ def reproducibility_block(record: StudyRecord) -> str:
         f"- Search space: {_search_text(plan.get('search') or {})}.",
         f"- Selection rule: {_selection_text(plan)}.",
         f"- Chosen values (confirm): {_chosen_text(record)}.",
+        *([f"- Budget: {budget}."] if (budget := _budget_text(record)) else []),
         "- Trial-hours per arm: "
         + (
             ", ".join(f"`{a}` {h:.2f}" for a, h in hours.items()) + f"; total {hours.sum():.2f}"
@@ -92,6 +93,18 @@ def _chosen_text(record: StudyRecord) -> str:
         values = [_value(name, part[name].iloc[0]) for name in record.searched if name in part]
         parts.append(f"`{arm}` " + (", ".join(values) or "(no searched factor)"))
     return "; ".join(parts) or "none"
+
+
+def _budget_text(record: StudyRecord) -> str:
+    """Each arm's training budget (`budget`, e.g. {steps: 600}), once when all arms share it;
+    '' when no trial set one."""
+    done = record.confirm_completed()
+    if "budget" not in done or done.budget.isna().all():
+        return ""
+    per_arm = {arm: str(part.budget.iloc[0]) for arm, part in done.groupby("arm", sort=False)}
+    if len(set(per_arm.values())) == 1:
+        return f"{next(iter(per_arm.values()))} for every arm"
+    return "; ".join(f"`{arm}` {value}" for arm, value in per_arm.items())
 
 
 def _markdown(record: StudyRecord, tables: Tables) -> str:

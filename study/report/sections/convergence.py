@@ -1,0 +1,39 @@
+"""Had each arm finished learning: per arm, how many completed confirm trials had stopped
+improving by the end (the study metric's gain over its last third of evaluations below the
+declared plateau), and the largest such gain. A verdict between arms that had not is
+qualified as budget-sensitive where it is printed."""
+
+from __future__ import annotations
+
+from study.report import validity
+from study.report.data import StudyRecord
+from study.report.section import Section, Tables
+from study.report.text import markdown_table, num
+
+NAME = "convergence"
+
+
+def _markdown(record: StudyRecord, tables: Tables) -> str:
+    table = tables[NAME]
+    if table.empty:
+        return ""
+    metric = (record.plan.get("metric") or {}).get("name", "dev_f1")
+    rows = [
+        [f"`{r['arm']}`", validity.converged_text(r), num(r["final_gain_max"], 3)]
+        for r in table.to_dict("records")
+    ]
+    return (
+        f"Convergence (confirm phase): a trial converged when its `{metric}` gained less than "
+        f"the declared plateau {record.analysis.plateau:g} over its last third of evaluations "
+        "(`final_gain`, in the metric's better direction).\n\n"
+        + markdown_table(["arm", "confirm seeds converged", "largest final_gain"], rows)
+    )
+
+
+SECTION = Section(
+    name=NAME,
+    slot="results",
+    order=5,
+    tables=lambda record: {NAME: validity.convergence_table(record)},
+    markdown=_markdown,
+)

@@ -1,0 +1,396 @@
+"""What a reviewer asks after a verdict: had both arms finished learning, were they tuned alike,
+did they get the same compute, and what else the design leaves open.
+
+Each check reads only what the study run recorded (the plan, the trials' factors, the
+convergence tag and budget metrics of every trial) and works on the primary comparisons, the
+ones that carry verdicts. A check whose inputs were not recorded (a study run before trials
+reported their budget) says so instead of passing. The report's threats-to-validity section
+(`study/report/sections/threats.py`) lists what these checks find, with the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from study import stats
+from study.names import EXPLORE
+from study.report.data import CONVERGED, StudyRecord
+from study.report.text import num
+
+EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
+COMPUTE_TOLERANCE = 0.1  # arms whose mean steps or tokens differ by more are unequal
+# Optimisation settings whose value favours some arms over others when it is not tuned per arm.
+TUNABLE = (
+    "lr",
+    "head_lr",
+    "batch_size",
+    "warmup_ratio",
+    "weight_decay",
+    "dropout",
+    "max_grad_norm",
+    "schedule",
+)
+FIXED_FROM_TAG = "fixed_from"  # on the study run: where fixed values were chosen, JSON
+DEV_DERIVED = ("curve_area", "steps_to_95")  # computed from the dev curve, besides dev_*
+
+
+def primary_pairs(record: StudyRecord) -> list[tuple[str, str]]:
+    """(arm A, arm B) of every primary comparison, as `study.stats` pairs them."""
+    base = record.tags.get("compare_baseline")
+    ids = list(record.arms)
+    try:
+        pairs = stats.arm_pairs(
+            [record.arms[i] for i in ids], record.grid, json.loads(base) if base else None
+        )
+    except ValueError:  # no arm matches the baseline: no comparison, nothing to check
+        return []
+    return [(ids[a], ids[b]) for a, b, _ in pairs]
+
+
+def pair_name(pair: tuple[str, str]) -> str:
+    return f"`{pair[0]}` vs `{pair[1]}`"
+
+
+# --- convergence ---------------------------------------------------------------------------
+
+
+def convergence_table(record: StudyRecord) -> pd.DataFrame:
+    """Per arm over its completed confirm trials: how many recorded convergence, how many had
+    stopped improving, and the largest final gain against the declared plateau."""
+    done = record.confirm_completed()
+    rows = []
+    for arm in record.arms:
+        part = done[done.arm == arm]
+        known = part[part[CONVERGED].isin(["true", "false"])] if CONVERGED in part else part[:0]
+        rows.append(
+            {
+                "arm": arm,
+                "n": len(part),
+                "recorded": len(known),
+                "converged": int((known[CONVERGED] == "true").sum()),
+                "final_gain_max": part.get("final_gain", pd.Series(dtype=float)).max(),
+                "plateau": record.analysis.plateau,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def converged_text(row: Mapping[str, Any]) -> str:
+    """'3/4', or 'not recorded' for an arm whose trials predate convergence tracking."""
+    return f"{row['converged']}/{row['n']}" if row["recorded"] else "not recorded"
+
+
+def still_improving(record: StudyRecord, arm: str) -> pd.DataFrame:
+    """The completed confirm trials of `arm` that had not stopped improving."""
+    done = record.confirm_completed()
+    if CONVERGED not in done:
+        return done[:0]
+    return done[(done.arm == arm) & (done[CONVERGED] == "false")]
+
+
+def budget_note(record: StudyRecord, arm_a: str, arm_b: str) -> str:
+    """'' when both arms converged in every confirm seed (or it was not recorded), else what
+    makes the verdict budget-sensitive: per arm, the seeds still improving and their gains."""
+    parts = []
+    for arm in (arm_a, arm_b):
+        late = still_improving(record, arm)
+        if len(late):
+            n = int((record.confirm_completed().arm == arm).sum())
+            gains = ", ".join(num(g, 3) for g in late.final_gain)
+            parts.append(
+                f"`{arm}` still improving in {len(late)}/{n} confirm seeds "
+                f"(final_gain {gains} ≥ plateau {record.analysis.plateau:g})"
+            )
+    return "budget-sensitive: " + "; ".join(parts) if parts else ""
+
+
+def convergence_threats(record: StudyRecord) -> list[str] | None:
+    """One threat per budget-sensitive primary comparison; None when no confirm trial of a
+    primary comparison recorded convergence."""
+    pairs = primary_pairs(record)
+    done = record.confirm_completed()
+    arms = {arm for pair in pairs for arm in pair}
+    if CONVERGED not in done or done[done.arm.isin(arms)][CONVERGED].isna().all():
+        return None
+    notes = [(pair, budget_note(record, *pair)) for pair in pairs]
+    return [
+        f"{pair_name(pair)} is {note}: the verdict compares arms that had not finished "
+        "learning under this budget."
+        for pair, note in notes
+        if note
+    ]
+
+
+# --- tuning parity -------------------------------------------------------------------------
+
+
+def edge_flag(chosen: Any, sampled: Sequence[Any], dist: Mapping[str, Any]) -> str:
+    """Why a chosen value sits at the edge of what was searched ('' if it does not): the
+    smallest or largest value sampled, or in the outer `EDGE_SHARE` of the range (log scale
+    for a log distribution). The optimum may lie beyond it."""
+    numbers = [v for v in sampled if _is_number(v)]
+    if not _is_number(chosen) or not numbers:
+        return ""
+    out = []
+    if len(set(numbers)) > 1 and chosen >= max(numbers):
+        out.append(f"the largest of {len(numbers)} sampled")
+    elif len(set(numbers)) > 1 and chosen <= min(numbers):
+        out.append(f"the smallest of {len(numbers)} sampled")
+    share = range_position(chosen, dist)
+    if share is not None and share > 1 - EDGE_SHARE:
+        out.append(f"in the top {EDGE_SHARE:.0%} of its range")
+    elif share is not None and share < EDGE_SHARE:
+        out.append(f"in the bottom {EDGE_SHARE:.0%} of its range")
+    return ", ".join(out)
+
+
+def range_position(value: float, dist: Mapping[str, Any]) -> float | None:
+    """Where `value` lies in the distribution's range, 0 at low and 1 at high, on a log scale
+    for a log distribution; None without a numeric range."""
+    low, high = _bounds(dist)
+    if low is None or high is None or high <= low:
+        return None
+    if dist.get("type") == "loguniform" or dist.get("log"):
+        if low <= 0 or value <= 0:
+            return None
+        return float((math.log(value) - math.log(low)) / (math.log(high) - math.log(low)))
+    return float((value - low) / (high - low))
+
+
+def _bounds(dist: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    if dist.get("type") == "categorical":
+        choices = [c for c in dist.get("choices") or [] if _is_number(c)]
+        return (min(choices), max(choices)) if choices else (None, None)
+    low, high = dist.get("low"), dist.get("high")
+    return (low, high) if _is_number(low) and _is_number(high) else (None, None)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
+
+
+def settings(record: StudyRecord) -> list[str]:
+    """The settings whose tuning is compared: every searched one and every fixed optimisation
+    setting; the learning rate always, even when the trial default was left in place."""
+    fixed = record.plan.get("fixed") or {}
+    names = [*record.searched, *(n for n in TUNABLE if n in fixed)]
+    return list(dict.fromkeys(names)) or ["lr"]
+
+
+def tuning_table(record: StudyRecord) -> pd.DataFrame:
+    """Per primary comparison, arm and setting: how its value was set (tuned for the arm by
+    explore, fixed for all arms, or neither), the value confirm ran, the values sampled and
+    the edge flag."""
+    rows = []
+    for pair in primary_pairs(record):
+        for arm in pair:
+            rows += [
+                {
+                    "comparison": pair_name(pair),
+                    "arm": arm,
+                    "setting": name,
+                    **_tuning(record, arm, name),
+                }
+                for name in settings(record)
+            ]
+    return pd.DataFrame(rows)
+
+
+def _tuning(record: StudyRecord, arm: str, name: str) -> dict[str, Any]:
+    t = record.trials
+    explored = t[(t.phase == EXPLORE) & (t.arm == arm)]
+    confirm = record.confirm_completed()
+    chosen = confirm[confirm.arm == arm].get(name, pd.Series(dtype=object)).dropna()
+    value = chosen.iloc[0] if len(chosen) else (record.plan.get("fixed") or {}).get(name)
+    if name not in record.searched:
+        how = "fixed for all arms" if name in (record.plan.get("fixed") or {}) else "default"
+        return {"how": how, "chosen": value, "sampled": "", "edge": ""}
+    if explored.empty or name not in explored:
+        return {"how": "searched, not explored", "chosen": value, "sampled": "", "edge": ""}
+    sampled = sorted(explored[name].dropna().unique().tolist())
+    dist = record.plan["search"][name]
+    return {
+        "how": f"tuned for the arm ({len(sampled)} explore samples)",
+        "chosen": value,
+        "sampled": ", ".join(num(v, 3) if _is_number(v) else str(v) for v in sampled),
+        "edge": edge_flag(value, sampled, dist),
+    }
+
+
+def edge_threats(table: pd.DataFrame) -> list[str]:
+    """One threat per arm and setting whose chosen value is at the edge of its search."""
+    if table.empty:
+        return []
+    flagged = table[table.edge != ""].drop_duplicates(["arm", "setting"])
+    return [
+        f"`{r.arm}`: {r.setting} = {_shown(r.chosen)} is {r.edge} (sampled: {r.sampled}); "
+        "the best value may lie outside what was searched."
+        for r in flagged.itertuples()
+    ]
+
+
+def parity_threats(record: StudyRecord, table: pd.DataFrame) -> list[str]:
+    """Settings tuned for one arm of a primary comparison and not the other, and a study
+    that tuned nothing for any arm: its verdicts hold at the fixed values only."""
+    if table.empty:
+        return []
+    out = []
+    tuned = table.how.str.startswith("tuned")
+    for (comparison, name), rows in table.groupby(["comparison", "setting"], sort=False):
+        kinds = rows.how.str.startswith("tuned")
+        if kinds.any() and not kinds.all():
+            arms = ", ".join(f"`{a}`" for a in rows.arm[kinds])
+            out.append(f"{comparison}: {name} was tuned for {arms} only.")
+    if not tuned.any():
+        values = table.drop_duplicates("setting")
+        shown = ", ".join(
+            f"{r.setting} = {_shown(r.chosen)} ({r.how})" for r in values.itertuples()
+        )
+        out.append(
+            f"Tuned for no arm: {shown}. Each verdict holds at these values only; an "
+            "arm they suit less is handicapped."
+        )
+    return out
+
+
+def _shown(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "the trial default"
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+# --- compute parity ------------------------------------------------------------------------
+
+
+def relative_gap(a: float, b: float) -> float:
+    """How much more one arm ran than the other, as a share of the smaller: symmetric, and
+    never below |a - b| / max(a, b). NaN when either was not recorded."""
+    if math.isnan(a) or math.isnan(b) or min(a, b) <= 0:
+        return math.nan
+    return max(a, b) / min(a, b) - 1
+
+
+def compute_table(record: StudyRecord) -> pd.DataFrame:
+    """Per primary comparison: mean optimizer steps and training tokens of each arm's
+    completed confirm trials, their relative gap, and whether it exceeds the tolerance."""
+    done = record.confirm_completed()
+    means = done.groupby("arm")[["steps_run", "tokens_seen"]].mean() if len(done) else None
+    rows = []
+    for a, b in primary_pairs(record):
+        row: dict[str, Any] = {"comparison": pair_name((a, b))}
+        for name in ("steps_run", "tokens_seen"):
+            va, vb = (_mean(means, arm, name) for arm in (a, b))
+            row.update({f"{name}_a": va, f"{name}_b": vb, f"{name}_gap": relative_gap(va, vb)})
+        gaps = [row["steps_run_gap"], row["tokens_seen_gap"]]
+        row["unequal"] = any(g > COMPUTE_TOLERANCE for g in gaps if not math.isnan(g))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _mean(means: pd.DataFrame | None, arm: str, name: str) -> float:
+    if means is None or arm not in means.index or name not in means:
+        return math.nan
+    return float(means.loc[arm, name])
+
+
+def compute_threats(table: pd.DataFrame) -> list[str] | None:
+    """One threat per primary comparison whose arms' compute differs by more than the
+    tolerance; None when no comparison recorded its compute."""
+    if table.empty or table[["steps_run_gap", "tokens_seen_gap"]].isna().all().all():
+        return None
+    out = []
+    for row in table[table.unequal].itertuples():
+        parts = [
+            f"{label} {num(getattr(row, f'{n}_a'))} vs {num(getattr(row, f'{n}_b'))} "
+            f"(+{getattr(row, f'{n}_gap'):.0%})"
+            for n, label in (("steps_run", "optimizer steps"), ("tokens_seen", "training tokens"))
+            if getattr(row, f"{n}_gap") > COMPUTE_TOLERANCE
+        ]
+        out.append(
+            f"{row.comparison}: unequal compute, mean {'; '.join(parts)}: the "
+            "difference cannot be told apart from the extra training."
+        )
+    return out
+
+
+# --- the rest of the design ----------------------------------------------------------------
+
+
+def rank_test_threats(record: StudyRecord) -> list[str]:
+    """Primary comparisons with too few seeds for any exact signed-rank test to reach α (its
+    smallest two-sided p is 2 / 2^n): their verdict rests on the t-test's normality."""
+    done = record.confirm_completed()
+    alpha = record.analysis.alpha
+    by_n: dict[int, list[str]] = {}
+    for a, b in primary_pairs(record):
+        seeds = set(done.seed[done.arm == a]) & set(done.seed[done.arm == b])
+        if seeds and stats.wilcoxon_min_p(len(seeds)) > alpha:
+            by_n.setdefault(len(seeds), []).append(pair_name((a, b)))
+    return [
+        f"n = {n} seeds in {', '.join(pairs)}: the smallest exact two-sided Wilcoxon p is "
+        f"{stats.wilcoxon_min_p(n):.3g} > α = {alpha:g}, so no rank test can confirm the "
+        "verdict; it rests on the t-test's normality."
+        for n, pairs in by_n.items()
+    ]
+
+
+def dev_derived(metric: str) -> bool:
+    """Whether a metric is computed from the dev set (its final score or its curve)."""
+    return metric.startswith("dev_") or metric in DEV_DERIVED
+
+
+def dev_reuse_threats(record: StudyRecord) -> list[str]:
+    """Metrics measured on the dev set that explore selected each arm's configuration on:
+    the selection biases them upward, most for the arm whose search fit dev best."""
+    selection = (record.plan.get("metric") or {}).get("name", "dev_f1")
+    t = record.trials
+    if not record.searched or not (t.phase == EXPLORE).any() or not dev_derived(selection):
+        return []
+    reused = [m for m in record.metrics if dev_derived(m)]
+    if not reused:
+        return []
+    primary = record.analysis.primary
+    text = (
+        f"Explore chose each arm's {', '.join(record.searched)} on `{selection}`, so "
+        f"{', '.join(f'`{m}`' for m in reused)} are measured on the dev set the selection "
+        "used and are biased upward (read them as exploratory)."
+    )
+    if primary in reused:
+        text += f" **The primary metric `{primary}` is one of them.**"
+    return [text]
+
+
+def fixed_from(record: StudyRecord) -> dict[str, dict[str, Any]]:
+    """The declared sources of fixed values (`fixed_from` in the study file)."""
+    text = record.tags.get(FIXED_FROM_TAG)
+    declared = json.loads(text) if text else record.plan.get("fixed_from")
+    return declared if isinstance(declared, dict) else {}
+
+
+def fixed_from_threats(record: StudyRecord) -> list[str]:
+    """Fixed values chosen on another study's seeds; sharper when those seeds are also this
+    study's confirm seeds, whose inits and data orders then chose the value they estimate."""
+    confirm = set(int(s) for s in record.confirm_completed().seed)
+    fixed = record.plan.get("fixed") or {}
+    out = []
+    for name, source in fixed_from(record).items():
+        seeds = sorted(int(s) for s in source.get("seeds") or [])
+        text = (
+            f"{name} = {_shown(fixed.get(name))} is fixed for all arms at the value study "
+            f"`{source.get('study')}` chose on its seeds {seeds}."
+        )
+        shared = sorted(confirm & set(seeds))
+        if shared:
+            text += (
+                f" **Seeds {shared} are also confirm seeds here**: the same inits and data "
+                "orders chose the value and now estimate it, so the arm it was chosen "
+                "for is favoured."
+            )
+        out.append(text)
+    return out

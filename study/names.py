@@ -30,6 +30,7 @@ STUDY_ARTIFACT = "study.yaml"  # on the study run: the study as it ran (profile,
 # MLflow artifacts: the folder of a trial run that holds its layer fingerprint
 # (trainables.fingerprints.FILE_NAME), logged by study/tracking/artifacts.py
 FINGERPRINT_ARTIFACT = "fingerprint"
+FIXED_FROM_TAG = "fixed_from"  # on the study run: which study and seeds chose a fixed value
 TRAINABLE_TAG = "trainable"  # on the study run: tagger, or synthetic (never a finding)
 
 

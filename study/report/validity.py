@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from study import stats
-from study.names import EXPLORE
+from study.names import EXPLORE, FIXED_FROM_TAG
 from study.report.data import CONVERGED, StudyRecord
 from study.report.text import num
 
@@ -36,7 +36,6 @@ TUNABLE = (
     "max_grad_norm",
     "schedule",
 )
-FIXED_FROM_TAG = "fixed_from"  # on the study run: where fixed values were chosen, JSON
 DEV_DERIVED = ("curve_area", "steps_to_95")  # computed from the dev curve, besides dev_*
 
 

@@ -23,6 +23,7 @@ from study.spec.overrides import apply_overrides, parse_overrides
 from study.spec.paths import data_locations, model_location
 from study.spec.phases import declared_analysis, study_phases, study_seeds
 from study.spec.profiles import apply_profile
+from study.spec.provenance import fixed_provenance
 from study.spec.reading import SEARCH_SPACES, find_study, read_study
 from study.spec.stages import check_stage_factor, locate_stage_data
 from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
@@ -85,6 +86,7 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
     locate_stage_data(doc, folder)
     sections = factor_sections(doc)
     fixed = fixed_factors(doc, sections["fixed"], shape)
+    fixed_from = fixed_provenance(doc, fixed)
     grid = grid_factors(doc, sections["grid"], shape)
     check_stage_factor(doc, sections, grid)
     search = search_space(doc, sections["search"], shape)
@@ -109,6 +111,7 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
         grid=grid,
         search=search,
         fixed=fixed,
+        fixed_from=fixed_from,
         seeds=seeds,
         explore=explore,
         confirm=confirm,

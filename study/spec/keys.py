@@ -13,6 +13,7 @@ TOP_LEVEL_KEYS = (
     "grid",
     "search",
     "fixed",
+    "fixed_from",
     "seeds",
     "phases",
     "resources",

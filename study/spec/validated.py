@@ -89,6 +89,7 @@ class StudySpec:
     compare_baseline: dict | None = None  # compare each arm with this arm only (report)
     analysis: Analysis = field(default_factory=Analysis)
     trainable: str | dict = TAGGER  # or {synthetic: {every surface option}}
+    fixed_from: dict = field(default_factory=dict)  # fixed setting -> {study, seeds} chose it
 
     @property
     def synthetic(self) -> bool:

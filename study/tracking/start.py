@@ -19,7 +19,13 @@ from typing import Any
 import yaml
 
 from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
-from study.names import ANALYSIS_TAG, OVERRIDES_TAG, STUDY_ARTIFACT, TRAINABLE_TAG
+from study.names import (
+    ANALYSIS_TAG,
+    FIXED_FROM_TAG,
+    OVERRIDES_TAG,
+    STUDY_ARTIFACT,
+    TRAINABLE_TAG,
+)
 from study.plan import StudyPlan
 from study.precision import PRECISION_KEY, resolved_precision
 from study.spec import StudySpec
@@ -82,6 +88,8 @@ def open_study_runs(
         OVERRIDES_TAG: json.dumps(state.get("overrides", [])),
         **(more_tags or {}),
     }
+    if spec.fixed_from:  # fixed values another study chose: a threat the report names
+        tags[FIXED_FROM_TAG] = json.dumps(spec.fixed_from)
     if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
         tags["compare_baseline"] = json.dumps(spec.compare_baseline)
     name = f"{spec.name}/{state['profile']}" + (" (synthetic)" if spec.synthetic else "")

@@ -82,7 +82,7 @@ def convergence_table(record: StudyRecord) -> pd.DataFrame:
 
 def converged_text(row: Mapping[str, Any]) -> str:
     """'3/4', or 'not recorded' for an arm whose trials predate convergence tracking."""
-    return f"{row['converged']}/{row['n']}" if row["recorded"] else "not recorded"
+    return f"{int(row['converged'])}/{int(row['n'])}" if row["recorded"] else "not recorded"
 
 
 def still_improving(record: StudyRecord, arm: str) -> pd.DataFrame:

@@ -21,7 +21,6 @@ import pandas as pd
 from study import stats
 from study.names import EXPLORE, FIXED_FROM_TAG
 from study.report.data import CONVERGED, StudyRecord
-from study.report.text import num
 
 EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
 COMPUTE_TOLERANCE = 0.1  # arms whose mean steps or tokens differ by more are unequal
@@ -101,7 +100,7 @@ def budget_note(record: StudyRecord, arm_a: str, arm_b: str) -> str:
         late = still_improving(record, arm)
         if len(late):
             n = int((record.confirm_completed().arm == arm).sum())
-            gains = ", ".join(num(g, 3) for g in late.final_gain)
+            gains = ", ".join(f"{g:.3g}" for g in late.final_gain)
             parts.append(
                 f"`{arm}` still improving in {len(late)}/{n} confirm seeds "
                 f"(final_gain {gains} ≥ plateau {record.analysis.plateau:g})"
@@ -217,7 +216,7 @@ def _tuning(record: StudyRecord, arm: str, name: str) -> dict[str, Any]:
     return {
         "how": f"tuned for the arm ({len(sampled)} explore samples)",
         "chosen": value,
-        "sampled": ", ".join(num(v, 3) if _is_number(v) else str(v) for v in sampled),
+        "sampled": ", ".join(f"{v:.3g}" if _is_number(v) else str(v) for v in sampled),
         "edge": edge_flag(value, sampled, dist),
     }
 
@@ -306,7 +305,7 @@ def compute_threats(table: pd.DataFrame) -> list[str] | None:
     out = []
     for row in table[table.unequal].itertuples():
         parts = [
-            f"{label} {num(getattr(row, f'{n}_a'))} vs {num(getattr(row, f'{n}_b'))} "
+            f"{label} {getattr(row, f'{n}_a'):.6g} vs {getattr(row, f'{n}_b'):.6g} "
             f"(+{getattr(row, f'{n}_gap'):.0%})"
             for n, label in (("steps_run", "optimizer steps"), ("tokens_seen", "training tokens"))
             if getattr(row, f"{n}_gap") > COMPUTE_TOLERANCE

@@ -1,0 +1,154 @@
+"""The report's convergence, parity and threats sections from a real MLflow store written by
+hand: an arm under-trained on purpose is marked not converged and its verdict
+budget-sensitive; a study where everything is in order says which checks ran; a study
+recorded before trials reported their budget says "not recorded" and still reports."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.entities import Metric
+
+from study.analysis import Analysis
+from study.report import write_report
+from study.tracking.store import StudyTracker
+
+SEEDS = range(2, 8)  # 6 confirm seeds: an exact signed-rank test can reach 0.05
+LRS = (4e-5, 1e-4, 2e-4)  # explore samples; both arms choose 1e-4, the middle one
+ARMS = ({"depth": "full"}, {"depth": "full-1"})
+
+
+def write_study(
+    uri: str,
+    name: str,
+    gains: dict[str, float] | None,
+    steps=(100.0, 100.0),
+    metric: str = "train_loss",
+) -> None:
+    """Explore (3 lr per arm, seeds 0-1) and confirm (6 seeds) of two arms. `gains`: each
+    arm's final_gain, recorded with steps_run, tokens_seen and the driver's converged tag;
+    None for a study recorded before trials reported them. Explore selects on `metric`."""
+    tracker = StudyTracker(uri, name)
+    plan = {
+        "description": "validity",
+        "metric": {"name": metric, "mode": "min"},
+        "search": {"lr": {"type": "loguniform", "low": 3e-5, "high": 3e-4}},
+        "fixed": {"epochs": 3},
+    }
+    tags = {"state": "finished", "profile": "default", "analysis": Analysis().to_json()}
+    study_run = tracker.study_run(name, name, tags, {"plan": json.dumps(plan)})
+    rng = np.random.default_rng(0)
+    for index, factors in enumerate(ARMS):
+        arm = f"depth={factors['depth']}"
+        arm_run = tracker.arm_run(study_run, arm, factors)
+        trials = [("explore", seed, lr) for lr in LRS for seed in (0, 1)]
+        trials += [("confirm", seed, 1e-4) for seed in SEEDS]
+        for sample, (phase, seed, lr) in enumerate(trials):
+            own = {
+                "arm": arm,
+                "phase": phase,
+                "sample": str(sample),
+                "seed": str(seed),
+                "status": "completed",
+            }
+            budget = {}
+            if gains is not None:
+                gain = gains[arm]
+                own["converged"] = str(Analysis().converged(gain)).lower()
+                budget = {
+                    "final_gain": gain,
+                    "steps_run": steps[index],
+                    "tokens_seen": 80 * steps[index],
+                }
+            run = tracker.trial_run(study_run, arm_run, f"{phase}/{arm}/{sample}/{seed}", own)
+            tracker.log_params(run, {**factors, "lr": lr, "arm_index": index})
+            final = {
+                "dev_f1": rng.uniform(0.3, 0.5),
+                "test_f1": rng.uniform(0.3, 0.5),
+                "curve_area": 0.3,
+                "steps_to_95": 90.0,
+                "train_loss": 0.5,
+                **budget,
+            }
+            curve = [Metric("dev_f1", v, 0, 30 * (i + 1)) for i, v in enumerate((0.1, 0.2))]
+            tracker.client.log_batch(
+                run, metrics=[*curve, *(Metric(k, float(v), 0, 90) for k, v in final.items())]
+            )
+            tracker.end(run, "FINISHED")
+    tracker.end_study(study_run, {}, "FINISHED")
+
+
+def report(tmp_path, name: str, **kwargs):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    write_study(uri, name, **kwargs)
+    made = write_report(
+        uri,
+        name,
+        out=tmp_path / name,
+        log_to_mlflow=False,
+        aso={"num_samples": 50, "num_bootstrap_iterations": 50},
+    )
+    return made.folder, (made.folder / "README.md").read_text()
+
+
+def section(page: str, title: str) -> str:
+    return page.split(title, 1)[1].split("\n## ", 1)[0]
+
+
+def test_an_under_trained_arm_is_not_converged_and_its_verdict_budget_sensitive(tmp_path):
+    gains = {"depth=full": 0.001, "depth=full-1": 0.09}  # full-1 still climbing at its end
+    folder, page = report(tmp_path, "slow", gains=gains)
+    trials = pd.read_csv(folder / "trials.csv")
+    confirm = trials[trials.phase == "confirm"].set_index("arm")
+    converged = confirm.converged.astype(str).str.lower()
+    assert (converged["depth=full-1"] == "false").all() and (
+        converged["depth=full"] == "true"
+    ).all()
+    assert {"final_gain", "steps_run", "tokens_seen"} <= set(trials.columns)
+    assert "| `depth=full` | 6/6 |" in page and "| `depth=full-1` | 0/6 |" in page
+    verdicts = section(page, "## Verdicts (primary metric)")
+    assert "— **budget-sensitive**: `depth=full-1` still improving in 6/6 confirm seeds" in verdicts
+    assert "(final_gain 0.09, 0.09, 0.09, 0.09, 0.09, 0.09 ≥ plateau 0.005)" in verdicts
+    threats = section(page, "## Threats to validity")
+    assert "- **convergence**: `depth=full-1` vs `depth=full` is budget-sensitive" in threats
+    assert "No threat found" not in threats
+    assert "Threats to validity" in (folder / "report.html").read_text()
+
+
+def test_a_study_where_everything_is_in_order_says_which_checks_ran(tmp_path):
+    gains = {"depth=full": 0.001, "depth=full-1": 0.002}
+    folder, page = report(tmp_path, "fine", gains=gains, steps=(100.0, 105.0))
+    threats = section(page, "## Threats to validity")
+    assert "No threat found. Checks that ran: convergence" in threats
+    assert "budget-sensitive" not in page
+    assert "| `depth=full-1` vs `depth=full` | 105 | 100 | 0.0500 | 8400 | 8000 |" in page
+    compute = pd.read_csv(folder / "compute_parity.csv")
+    assert compute.steps_run_gap.iloc[0] == pytest.approx(0.05) and not compute.unequal.iloc[0]
+    tuning = pd.read_csv(folder / "tuning_parity.csv")
+    assert set(tuning.how) == {"tuned for the arm (3 explore samples)"}
+    assert tuning.edge.isna().all()
+
+
+def test_unequal_compute_and_dev_selection_are_named(tmp_path):
+    gains = {"depth=full": 0.001, "depth=full-1": 0.002}
+    _, page = report(tmp_path, "heavy", gains=gains, steps=(100.0, 150.0), metric="dev_f1")
+    threats = section(page, "## Threats to validity")
+    assert (
+        "- **compute**: `depth=full-1` vs `depth=full`: unequal compute, mean optimizer "
+        "steps 150 vs 100 (+50%)" in threats
+    )
+    assert "- **dev reuse**: Explore chose each arm's lr on `dev_f1`" in threats
+
+
+def test_a_study_recorded_before_budgets_says_not_recorded(tmp_path):
+    folder, page = report(tmp_path, "old", gains=None)
+    trials = pd.read_csv(folder / "trials.csv")
+    assert trials[["converged", "final_gain", "steps_run", "tokens_seen"]].isna().all().all()
+    assert "| `depth=full` | not recorded |" in page
+    threats = section(page, "## Threats to validity")
+    assert "Not recorded, so not checked: convergence, compute" in threats
+    assert "budget-sensitive" not in page
+    assert "Steps and tokens: not recorded." in page

@@ -20,7 +20,7 @@ import pandas as pd
 
 from study import stats
 from study.names import EXPLORE, FIXED_FROM_TAG
-from study.report.data import CONVERGED, StudyRecord
+from study.report.data import CONVERGED, StudyRecord, budget_columns
 
 EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
 COMPUTE_TOLERANCE = 0.1  # arms whose mean steps or tokens differ by more are unequal
@@ -51,6 +51,11 @@ def primary_pairs(record: StudyRecord) -> list[tuple[str, str]]:
     return [(ids[a], ids[b]) for a, b, _ in pairs]
 
 
+def _confirm(record: StudyRecord) -> pd.DataFrame:
+    """Completed confirm trials with the budget columns, whatever the record was built from."""
+    return budget_columns(record.confirm_completed(), record.analysis)
+
+
 def pair_name(pair: tuple[str, str]) -> str:
     return f"`{pair[0]}` vs `{pair[1]}`"
 
@@ -61,18 +66,18 @@ def pair_name(pair: tuple[str, str]) -> str:
 def convergence_table(record: StudyRecord) -> pd.DataFrame:
     """Per arm over its completed confirm trials: how many recorded convergence, how many had
     stopped improving, and the largest final gain against the declared plateau."""
-    done = record.confirm_completed()
+    done = _confirm(record)
     rows = []
     for arm in record.arms:
         part = done[done.arm == arm]
-        known = part[part[CONVERGED].isin(["true", "false"])] if CONVERGED in part else part[:0]
+        known = part[part[CONVERGED].isin(["true", "false"])]
         rows.append(
             {
                 "arm": arm,
                 "n": len(part),
                 "recorded": len(known),
                 "converged": int((known[CONVERGED] == "true").sum()),
-                "final_gain_max": part.get("final_gain", pd.Series(dtype=float)).max(),
+                "final_gain_max": part.final_gain.max(),
                 "plateau": record.analysis.plateau,
             }
         )
@@ -86,9 +91,7 @@ def converged_text(row: Mapping[str, Any]) -> str:
 
 def still_improving(record: StudyRecord, arm: str) -> pd.DataFrame:
     """The completed confirm trials of `arm` that had not stopped improving."""
-    done = record.confirm_completed()
-    if CONVERGED not in done:
-        return done[:0]
+    done = _confirm(record)
     return done[(done.arm == arm) & (done[CONVERGED] == "false")]
 
 
@@ -99,7 +102,7 @@ def budget_note(record: StudyRecord, arm_a: str, arm_b: str) -> str:
     for arm in (arm_a, arm_b):
         late = still_improving(record, arm)
         if len(late):
-            n = int((record.confirm_completed().arm == arm).sum())
+            n = int((_confirm(record).arm == arm).sum())
             gains = ", ".join(f"{g:.3g}" for g in late.final_gain)
             parts.append(
                 f"`{arm}` still improving in {len(late)}/{n} confirm seeds "
@@ -112,9 +115,9 @@ def convergence_threats(record: StudyRecord) -> list[str] | None:
     """One threat per budget-sensitive primary comparison; None when no confirm trial of a
     primary comparison recorded convergence."""
     pairs = primary_pairs(record)
-    done = record.confirm_completed()
+    done = _confirm(record)
     arms = {arm for pair in pairs for arm in pair}
-    if CONVERGED not in done or done[done.arm.isin(arms)][CONVERGED].isna().all():
+    if done[done.arm.isin(arms)][CONVERGED].isna().all():
         return None
     notes = [(pair, budget_note(record, *pair)) for pair in pairs]
     return [
@@ -203,7 +206,7 @@ def tuning_table(record: StudyRecord) -> pd.DataFrame:
 def _tuning(record: StudyRecord, arm: str, name: str) -> dict[str, Any]:
     t = record.trials
     explored = t[(t.phase == EXPLORE) & (t.arm == arm)]
-    confirm = record.confirm_completed()
+    confirm = _confirm(record)
     chosen = confirm[confirm.arm == arm].get(name, pd.Series(dtype=object)).dropna()
     value = chosen.iloc[0] if len(chosen) else (record.plan.get("fixed") or {}).get(name)
     if name not in record.searched:
@@ -277,7 +280,7 @@ def relative_gap(a: float, b: float) -> float:
 def compute_table(record: StudyRecord) -> pd.DataFrame:
     """Per primary comparison: mean optimizer steps and training tokens of each arm's
     completed confirm trials, their relative gap, and whether it exceeds the tolerance."""
-    done = record.confirm_completed()
+    done = _confirm(record)
     means = done.groupby("arm")[["steps_run", "tokens_seen"]].mean() if len(done) else None
     rows = []
     for a, b in primary_pairs(record):
@@ -323,7 +326,7 @@ def compute_threats(table: pd.DataFrame) -> list[str] | None:
 def rank_test_threats(record: StudyRecord) -> list[str]:
     """Primary comparisons with too few seeds for any exact signed-rank test to reach α (its
     smallest two-sided p is 2 / 2^n): their verdict rests on the t-test's normality."""
-    done = record.confirm_completed()
+    done = _confirm(record)
     alpha = record.analysis.alpha
     by_n: dict[int, list[str]] = {}
     for a, b in primary_pairs(record):
@@ -374,7 +377,7 @@ def fixed_from(record: StudyRecord) -> dict[str, dict[str, Any]]:
 def fixed_from_threats(record: StudyRecord) -> list[str]:
     """Fixed values chosen on another study's seeds; sharper when those seeds are also this
     study's confirm seeds, whose inits and data orders then chose the value they estimate."""
-    confirm = set(int(s) for s in record.confirm_completed().seed)
+    confirm = set(int(s) for s in _confirm(record).seed)
     fixed = record.plan.get("fixed") or {}
     out = []
     for name, source in fixed_from(record).items():

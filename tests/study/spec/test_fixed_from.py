@@ -3,9 +3,15 @@ every mistake in it is one line naming the file, the line and the field."""
 
 from __future__ import annotations
 
+import json
+from types import SimpleNamespace
+
 import pytest
 
+from study.names import FIXED_FROM_TAG
 from study.spec import load_study
+from study.tracking.start import open_study_runs
+from study.tracking.store import StudyTracker
 from tests.study.spec.study_files import one_line_error_test, write
 
 pytestmark = pytest.mark.usefixtures("offline")
@@ -46,3 +52,13 @@ def test_the_shipped_ner_intermediate_declares_where_its_lr_came_from():
     spec = load_study("ner_intermediate", resolve_model_layers=False)
     assert spec.fixed_from == {"lr": {"study": "ner_depth", "seeds": [0, 1]}}
     assert set(spec.fixed_from["lr"]["seeds"]) <= set(spec.confirm.seeds)
+
+
+def test_the_study_run_records_fixed_from_for_the_report(tmp_path, study):
+    study["fixed_from"] = {"batch_size": SOURCE}
+    spec = load_study(str(write(tmp_path, study)))
+    tracker = StudyTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", spec.name)
+    plan = SimpleNamespace(summary=lambda: "plan", arms=[])
+    run, _ = open_study_runs(tracker, spec, plan, {"profile": "default", "invocation": "i"})
+    tags = tracker.client.get_run(run).data.tags
+    assert json.loads(tags[FIXED_FROM_TAG]) == {"batch_size": SOURCE}

@@ -211,6 +211,9 @@ def _tuning(record: StudyRecord, arm: str, name: str) -> dict[str, Any]:
     value = chosen.iloc[0] if len(chosen) else (record.plan.get("fixed") or {}).get(name)
     if name not in record.searched:
         how = "fixed for all arms" if name in (record.plan.get("fixed") or {}) else "default"
+        source = fixed_from(record).get(name)
+        if source:
+            how += f" (chosen by {source.get('study')} on seeds {source.get('seeds')})"
         return {"how": how, "chosen": value, "sampled": "", "edge": ""}
     if explored.empty or name not in explored:
         return {"how": "searched, not explored", "chosen": value, "sampled": "", "edge": ""}

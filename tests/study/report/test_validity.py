@@ -152,6 +152,8 @@ def test_a_fixed_value_from_another_study_warns_louder_on_shared_confirm_seeds()
     tag = {"fixed_from": json.dumps({"lr": {"study": "ner_depth", "seeds": [0, 1]}})}
     shared = make_record(confirm("A", [0, 1, 2]) + confirm("B", [0, 1, 2]),
                          fixed={"lr": 1.5e-4}, tags=tag)  # fmt: skip
+    how = validity.tuning_table(shared).how
+    assert set(how) == {"fixed for all arms (chosen by ner_depth on seeds [0, 1])"}
     [threat] = validity.fixed_from_threats(shared)
     assert "lr = 0.00015" in threat and "`ner_depth` chose on its seeds [0, 1]" in threat
     assert "**Seeds [0, 1] are also confirm seeds here**" in threat

@@ -14,7 +14,7 @@ import pytest
 from study.analysis import Analysis
 from study.report import validity
 from study.report.data import StudyRecord, budget_columns
-from study.report.sections import threats
+from study.report.sections import reproducibility, threats
 
 SEARCH = {"lr": {"type": "loguniform", "low": 3e-5, "high": 3e-4}}
 
@@ -191,3 +191,15 @@ def test_the_threats_section_lists_each_threat_and_what_was_not_recorded():
     assert "- **dev reuse**: Explore chose each arm's lr on `dev_f1`" in text
     assert "No threat found" not in text
     assert "Not recorded, so not checked: convergence, compute" in text
+
+
+def test_the_reproducibility_block_shows_each_arms_budget_when_one_was_set():
+    same = make_record(
+        confirm("A", [2], budget={"steps": 600}) + confirm("B", [2], budget={"steps": 600})
+    )
+    assert "- Budget: {'steps': 600} for every arm." in reproducibility.reproducibility_block(same)
+    apart = make_record(
+        confirm("A", [2], budget={"steps": 600}) + confirm("B", [2], budget={"steps": 900})
+    )
+    assert "`A` {'steps': 600}; `B` {'steps': 900}" in reproducibility.reproducibility_block(apart)
+    assert "Budget" not in reproducibility.reproducibility_block(make_record(confirm("A", [2])))

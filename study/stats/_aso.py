@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from study.stats._units import of_seeds, pair_scores
+
 # deepsig's __init__ re-exports the function as `deepsig.aso`, hiding the module of that name;
 # the module is where deepsig's own calls look `get_quantile_function` up. deepsig imports torch
 # (1-2 s), so it is imported at the first comparison, not when a report module is imported.
@@ -115,8 +117,8 @@ def with_family_aso(family: list, scores: Mapping, confidence: float, aso_kwargs
     jobs = []
     for c in tested:
         sign = 1.0 if c.higher_is_better else -1.0
-        a, b = (scores[arm][c.metric] for arm in (c.arm_a, c.arm_b))
-        xa, xb = (np.array([side[u] for u in c.seeds], float) for side in (a, b))
+        a, b = (of_seeds(scores[arm][c.metric], c.seeds) for arm in (c.arm_a, c.arm_b))
+        _, xa, xb, _ = pair_scores(a, b)
         jobs.append((sign * xa, sign * xb, confidence, 0, aso_kwargs))
     eps = dict(zip(map(id, tested), aso_both_ways_many(jobs), strict=True))
     return [

@@ -24,6 +24,7 @@ This module composes the families: `_units` (pairing), `_intervals`, `_rank`, `_
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,8 +38,13 @@ from study.stats._intervals import with_level
 from study.stats._pairs import arm_pairs, direction
 from study.stats._rank import wilcoxon_min_p, wilcoxon_p
 from study.stats._record import Comparison, unit_text
-from study.stats._units import pair_scores
-from study.stats._verdicts import holm_verdicts, sequential_decision
+from study.stats._units import of_seeds, pair_scores
+from study.stats._verdicts import (
+    holm_verdicts,
+    sequential_decision,
+    sequential_levels,
+    with_decided_interval,
+)
 
 ASO_TAU = 0.2  # A almost stochastically dominates B when eps_min < tau (Ulmer et al. 2022)
 
@@ -70,8 +76,10 @@ def compare(
     level = analysis.alpha if level is None else level
     one_sided = level if one_sided is None else one_sided
     seeds, xa, xb, unpaired = pair_scores(a, b)
+    margin = analysis.margin_for(metric)
     base = Comparison(metric, arm_a, arm_b, factor, higher_is_better, tuple(seeds),
-                      tuple(unpaired), margin=analysis.margin, level=level)  # fmt: skip
+                      tuple(unpaired), margin=math.nan if margin is None else margin,
+                      level=level)  # fmt: skip
     notes = (
         [f"seeds {', '.join(map(unit_text, unpaired))} unpaired or not finite"] if unpaired else []
     )
@@ -94,10 +102,17 @@ def compare(
 def _figures(
     base: Comparison, xa: np.ndarray, xb: np.ndarray, sign: float, level: float, analysis: Analysis
 ) -> Comparison:
-    """Means, spread, the t-tests at one look, the rank test and the effect sizes."""
+    """Means, spread, the t-tests at one look, the rank test and the effect sizes. Without a
+    margin in the metric's units, no equivalence or non-inferiority p."""
     diffs = xa - xb
-    decision = sequential.decide(sign * diffs, (len(diffs),), level, analysis.margin,
-                                 analysis.spending, more_can_come=False)  # fmt: skip
+    margin = 0.0 if math.isnan(base.margin) else base.margin
+    decision = sequential.decide(sign * diffs, (len(diffs),), level, margin, analysis.spending,
+                                 more_can_come=False)  # fmt: skip
+    if math.isnan(base.margin):
+        nan = math.nan
+        decision = dataclasses.replace(
+            decision, p_equivalence=nan, p_a_noninferior=nan, p_b_noninferior=nan
+        )
     win = win_probability(sign * diffs, analysis.alpha)
     return dataclasses.replace(
         base,
@@ -183,12 +198,16 @@ def _primary(
 def _sequential(
     a: Mapping, b: Mapping, analysis: Analysis, family_size: int, kwargs: dict
 ) -> Comparison:
-    """A comparison judged at the look that decided it, on the units that look used."""
-    decision, units = sequential_decision(a, b, analysis, family_size, kwargs["higher_is_better"])
-    used = set(units[: decision.n])
-    c = compare({u: a[u] for u in used}, {u: b[u] for u in used}, level=decision.level_two_sided,
+    """A comparison judged at the look that decided it, on the seeds that look used."""
+    decision, seeds = sequential_decision(a, b, analysis, family_size, kwargs["higher_is_better"])
+    used_a, used_b = of_seeds(a, seeds[: decision.n]), of_seeds(b, seeds[: decision.n])
+    c = compare(used_a, used_b, level=decision.level_two_sided,
                 one_sided=decision.level_one_sided, **kwargs)  # fmt: skip
     outcome = "inconclusive" if decision.verdict == "continue" else decision.verdict
-    unpaired = tuple(sorted((set(a) | set(b)) - used))
-    return dataclasses.replace(c, primary=True, outcome=outcome if c.n >= 2 else "inconclusive",
-                               look=decision.look, unpaired=unpaired)  # fmt: skip
+    unpaired = tuple(sorted((set(a) | set(b)) - (set(used_a) & set(used_b))))
+    c = dataclasses.replace(c, primary=True, outcome=outcome if c.n >= 2 else "inconclusive",
+                            look=decision.look, unpaired=unpaired)  # fmt: skip
+    if c.n < 2:
+        return c
+    _, xa, xb, _ = pair_scores(used_a, used_b)
+    return with_decided_interval(c, xa - xb, sequential_levels(decision))

@@ -15,6 +15,7 @@ from study.stats._record import Comparison
 
 POWER = 0.8
 BOOTSTRAP_MIN_SEEDS = 10  # below this a percentile bootstrap under-covers badly
+SD_CONFIDENCE = 0.8  # the sd's interval over which the seeds needed are given as a range
 
 
 def t_interval(diffs: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -45,28 +46,56 @@ def bootstrap_ci(diffs: np.ndarray, confidence: float = 0.95, seed: int = 0) -> 
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+def sd_interval(sd: float, df: int, confidence: float = SD_CONFIDENCE) -> tuple[float, float]:
+    """The chi-square interval of a normal sample's sd from its estimate with df degrees of
+    freedom: (df s^2 / chi2_(1 - a/2), df s^2 / chi2_(a/2)) square rooted (scipy)."""
+    tail = (1 - confidence) / 2
+    low, high = stats.chi2.isf(tail, df), stats.chi2.ppf(tail, df)
+    return sd * math.sqrt(df / low), sd * math.sqrt(df / high)
+
+
 def with_level(
     c: Comparison, diffs: np.ndarray, level: float, one_sided: float, seed: int = 0
 ) -> Comparison:
     """Intervals and power at the level the comparison is tested at, so that they agree with
     the test: the t interval at 1 - level excludes 0 exactly when p_t < level, and the
-    equivalence interval at 1 - 2 x one_sided lies inside ±margin exactly when TOST rejects."""
+    equivalence interval at 1 - 2 x one_sided lies inside ±margin exactly when TOST rejects.
+    Without a margin in the metric's units there is no TOST interval and no power."""
     low, high = t_interval(diffs, 1 - level)
-    tost_low, tost_high = t_interval(diffs, 1 - 2 * one_sided)
+    has_margin = not math.isnan(c.margin)
+    tost = t_interval(diffs, 1 - 2 * one_sided) if has_margin else (math.nan, math.nan)
     boot = bootstrap_ci(diffs, 1 - level, seed) if len(diffs) >= BOOTSTRAP_MIN_SEEDS else None
-    d_margin = c.margin / c.sd_diff if c.sd_diff > 0 else math.inf
-    usable = c.margin > 0 and math.isfinite(c.sd_diff)
-    return dataclasses.replace(
+    out = dataclasses.replace(
         c,
         level=level,
+        equivalence_level=one_sided if has_margin else math.nan,
         ci_low=low,
         ci_high=high,
-        tost_low=tost_low,
-        tost_high=tost_high,
+        tost_low=tost[0],
+        tost_high=tost[1],
         boot_low=boot[0] if boot else math.nan,
         boot_high=boot[1] if boot else math.nan,
-        power_at_margin=sequential.paired_power(d_margin, len(diffs), level)
-        if usable
-        else math.nan,
-        seeds_for_margin=sequential.seeds_for_power(d_margin, POWER, level) if usable else None,
+    )
+    return _with_power(out, len(diffs), level)
+
+
+def _with_power(c: Comparison, n: int, level: float) -> Comparison:
+    """Power against a true difference of one margin at the observed sd, and the seeds that
+    80% power needs: at the sd itself and over its 80% interval (an sd from 4 seeds is known
+    only to within a factor of about 2, and the seeds needed go with its square)."""
+    if not (c.margin > 0 and math.isfinite(c.sd_diff)):
+        return c
+    if c.sd_diff == 0:
+        need = sequential.seeds_for_power(math.inf, POWER, level)
+        return dataclasses.replace(
+            c, power_at_margin=1.0, seeds_for_margin=need, seeds_for_margin_low=need,
+            seeds_for_margin_high=need,
+        )  # fmt: skip
+    sd_low, sd_high = sd_interval(c.sd_diff, n - 1)
+    return dataclasses.replace(
+        c,
+        power_at_margin=sequential.paired_power(c.margin / c.sd_diff, n, level),
+        seeds_for_margin=sequential.seeds_for_power(c.margin / c.sd_diff, POWER, level),
+        seeds_for_margin_low=sequential.seeds_for_power(c.margin / sd_low, POWER, level),
+        seeds_for_margin_high=sequential.seeds_for_power(c.margin / sd_high, POWER, level),
     )

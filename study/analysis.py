@@ -76,11 +76,6 @@ class Analysis:
     def sequential(self) -> bool:
         return len(self.looks) > 1
 
-    @property
-    def unit_looks(self) -> tuple[int, ...]:
-        """Looks counted in paired units: (seed, data seed) pairs when they are crossed."""
-        return tuple(n * self.data_seeds for n in self.looks)
-
     def ordered(self, units: Iterable[Any]) -> list[Any]:
         """Units in the order the rounds ran them (plan seed order, then data seed)."""
         rank = {seed: i for i, seed in enumerate(self.seed_order)}

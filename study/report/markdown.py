@@ -140,19 +140,27 @@ def _analysis_section(report: Report) -> str:
         if a.sequential
         else "one look at all confirm seeds; Holm's correction over the primary comparisons"
     )
+    ni = (
+        f"non-inferiority one-sided at **{a.ni_level:g}** (declared `ni_alpha`; the convention "
+        f"of ICH E9 and CONSORT is α/2 = {a.alpha / 2:g})"
+        if a.ni_alpha is not None and a.ni_alpha != a.alpha / 2
+        else f"non-inferiority one-sided at α/2 = {a.ni_level:g} (ICH E9, CONSORT)"
+    )
     lines = [
         "## Declared analysis",
         "",
         f"Declared in the study file before any trial ran and recorded on the study run: "
         f"primary metric **{a.primary}**, margin **±{a.margin:g}** (in {a.primary} units), "
-        f"family-wise **α = {a.alpha:g}**; {rounds}. Only the primary metric's comparisons "
+        f"family-wise **α = {a.alpha:g}**, {ni}; {rounds}. Only the primary metric's comparisons "
         "carry verdicts; every other metric is exploratory (unadjusted p, no verdict).",
         "",
         _seed_line(report),
     ]
     if a.data_seeds > 1:
         lines.append(f"Each seed is crossed with {a.data_seeds} data seeds (data subset and "
-                     "order); a pair is one (seed, data seed) unit.")  # fmt: skip
+                     "order). The seed is the unit of analysis: each arm's score at a seed is "
+                     "its mean over the data seeds, so a pair, and a sequential look, counts "
+                     "seeds.")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -176,18 +184,19 @@ def _primary_section(report: Report) -> str:
     if not comps:
         return ""
     a = report.record.analysis
-    header = ["A vs B", "verdict", "n", "A − B", "interval (level)", "p", "TOST p",
-              "p A n.-i.", "p B n.-i.", "TOST interval (1 − 2α)", "Wilcoxon p (min)",
-              "d_z", "ε_min", "P(A beats B)", "power at margin", "seeds for 80%"]  # fmt: skip
-    rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", f"**{c.outcome}**", str(c.n), num(c.diff),
-             f"[{num(c.ci_low)}, {num(c.ci_high)}] ({100 * (1 - c.level):.4g}%)",
+    header = ["A vs B", "verdict", "n", "A − B", "interval of the deciding test", "decided by",
+              "p", "TOST p", "p A n.-i.", "p B n.-i.", "TOST interval (1 − 2α)",
+              "Wilcoxon p (min)", "d_z", "ε_min", "P(A beats B)", "power at margin",
+              "seeds for 80% (sd's 80% interval)"]  # fmt: skip
+    rows = [[f"`{c.arm_a}` vs `{c.arm_b}`", _verdict_cell(c), str(c.n), num(c.diff),
+             c.interval_text(), c.decided_by or "–",
              p_value(_adj(c.p_holm, c.p_t)), p_value(_adj(c.p_equivalence_holm, c.p_equivalence)),
              p_value(_adj(c.p_a_noninferior_holm, c.p_a_noninferior)),
              p_value(_adj(c.p_b_noninferior_holm, c.p_b_noninferior)),
              f"[{num(c.tost_low)}, {num(c.tost_high)}]",
              f"{p_value(c.p_wilcoxon)} ({p_value(c.wilcoxon_min_p)})", num(c.cohens_d, 2),
              f"{c.eps_winner:.2f}", _win(c), num(c.power_at_margin, 2),
-             str(c.seeds_for_margin or "–")] for c in comps]  # fmt: skip
+             _seeds_needed(c)] for c in comps]  # fmt: skip
     boot = [c for c in comps if not math.isnan(c.boot_low)]
     method = (
         f"Primary metric `{a.primary}`, paired by seed on the confirm phase (A − B per seed). "
@@ -197,9 +206,16 @@ def _primary_section(report: Report) -> str:
         "by the margin or more; otherwise *inconclusive*, with the seeds that would give 80% "
         "power against a difference of one margin at the observed spread. p, TOST p and the "
         "non-inferiority p are Holm-adjusted over the primary comparisons (at the deciding "
-        "look's nominal level when sequential). The interval is the paired t interval at the "
-        "level the test used, so it excludes 0 exactly when the test rejects; the TOST interval "
-        "lies inside ±margin exactly when equivalence is shown. Wilcoxon's signed-rank p is "
+        f"look's nominal level when sequential); non-inferiority is one-sided at {a.ni_level:g}. "
+        "Each row shows the interval of the test that decided its verdict, at that test's "
+        "level (*decided by*): the two-sided t interval for *better* (it excludes 0), the "
+        "1 − 2α TOST interval for *equivalent* (inside ±margin), the one-sided bound for "
+        "*non-inferior* (beyond ∓margin on the claimed side), and for *inconclusive* the "
+        "two-sided interval at the strictest level of the tests that failed (it holds 0 and, "
+        "with a margin, both ±margin). Seeds for 80% power are given at the observed sd and "
+        "over its 80% chi-square interval. *Rests on the t-test's normality*: at this n no "
+        "exact signed-rank test can reach the level of the deciding test (its smallest "
+        "two-sided p is 2/2^n). Wilcoxon's signed-rank p is "
         "shown with the smallest p it can reach with n seeds. ε_min: almost stochastic order "
         f"(deepsig) at confidence 1 − α/k, Bonferroni over the k arm pairs (< {stats.ASO_TAU} = "
         "dominates). P(A beats B): share of seeds where A is better, with its Clopper-Pearson "
@@ -222,6 +238,17 @@ def _qualified(report: Report, c: stats.Comparison) -> str:
         return ""
     head, _, numbers = note.partition(": ")
     return f" — **{head}**: {numbers}"
+
+
+def _verdict_cell(c: stats.Comparison) -> str:
+    normality = " (rests on the t-test's normality)" if c.rests_on_normality else ""
+    return f"**{c.outcome}**{normality}"
+
+
+def _seeds_needed(c: stats.Comparison) -> str:
+    if not c.seeds_for_margin:
+        return "–"
+    return f"{c.seeds_for_margin} ({c.seeds_range_text()})"
 
 
 def _win(c: stats.Comparison) -> str:

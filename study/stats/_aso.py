@@ -13,6 +13,7 @@ checks).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import multiprocessing
 import os
@@ -22,6 +23,8 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
+
+from study.stats._units import of_seeds, pair_scores
 
 # deepsig's __init__ re-exports the function as `deepsig.aso`, hiding the module of that name;
 # the module is where deepsig's own calls look `get_quantile_function` up. deepsig imports torch
@@ -105,3 +108,21 @@ def aso_both_ways_many(
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
         return list(pool.map(_job, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+
+
+def with_family_aso(family: list, scores: Mapping, confidence: float, aso_kwargs: Any) -> list:
+    """The family's ASO, computed together (over the cores, when there are many) on the seeds
+    each comparison used, as `compare` computes it for one comparison."""
+    tested = [c for c in family if c.n >= 2]
+    jobs = []
+    for c in tested:
+        sign = 1.0 if c.higher_is_better else -1.0
+        a, b = (of_seeds(scores[arm][c.metric], c.seeds) for arm in (c.arm_a, c.arm_b))
+        _, xa, xb, _ = pair_scores(a, b)
+        jobs.append((sign * xa, sign * xb, confidence, 0, aso_kwargs))
+    eps = dict(zip(map(id, tested), aso_both_ways_many(jobs), strict=True))
+    return [
+        dataclasses.replace(c, eps_min=eps[id(c)][0], eps_min_reverse=eps[id(c)][1],
+                            aso_confidence=confidence) if id(c) in eps else c
+        for c in family
+    ]  # fmt: skip

@@ -23,10 +23,10 @@ class Comparison:
     arm_b: str
     factor: str  # the one factor in which the two arms differ
     higher_is_better: bool
-    seeds: tuple  # units (seed, or (seed, data_seed)) with a finite value in both arms
-    unpaired: tuple  # units present in only one arm, or not finite in one
+    seeds: tuple  # seeds with a finite value in both arms (the unit of analysis)
+    unpaired: tuple  # units (seed, or (seed, data_seed)) in only one arm, or not finite in one
     primary: bool = False
-    margin: float = math.nan
+    margin: float = math.nan  # in the metric's units; NaN: none applies (no TOST, power)
     mean_a: float = math.nan
     mean_b: float = math.nan
     diff: float = math.nan
@@ -36,6 +36,12 @@ class Comparison:
     ci_high: float = math.nan
     tost_low: float = math.nan  # t interval at 1 - 2 x the equivalence test's level
     tost_high: float = math.nan
+    equivalence_level: float = math.nan  # one-sided level of each of TOST's two tests
+    ni_level: float = math.nan  # one-sided level of the non-inferiority test of record
+    decided_low: float = math.nan  # the interval of the test that decided the verdict
+    decided_high: float = math.nan  # (one-sided bounds have an infinite other end)
+    decided_by: str = ""  # which interval that is, at which level
+    rests_on_normality: bool = False  # no exact rank test could reach that level at this n
     boot_low: float = math.nan  # percentile bootstrap, only with BOOTSTRAP_MIN_SEEDS seeds
     boot_high: float = math.nan
     p_t: float = math.nan
@@ -57,6 +63,8 @@ class Comparison:
     win_high: float = math.nan
     power_at_margin: float = math.nan  # of the test of record, true diff = margin
     seeds_for_margin: int | None = None  # seeds for 80% power at diff = margin
+    seeds_for_margin_low: int | None = None  # the same over the sd's 80% chi-square interval
+    seeds_for_margin_high: int | None = None
     outcome: str = EXPLORATORY  # a sequential.VERDICTS entry for primary comparisons
     look: int = 0  # the look that decided (sequential)
     note: str = ""
@@ -88,9 +96,12 @@ class Comparison:
         if self.n < 2:
             return f"{a} vs {b} on {m}: not tested ({self.note})"
         ci = f"{100 * (1 - self.level):.4g}% CI [{self.ci_low:.4g}, {self.ci_high:.4g}]"
-        figures = f"{self.diff:+.4g}, {ci}, n = {self.n}"
         if not self.primary:
+            figures = f"{self.diff:+.4g}, {ci}, n = {self.n}"
             return f"exploratory, {m}: {a} − {b} = {figures}, unadjusted p = {self.p_t:.3g}"
+        figures = f"{self.diff:+.4g}, {self.decided_by} {self.interval_text()}, n = {self.n}"
+        if self.rests_on_normality:
+            figures += " (rests on the t-test's normality: no rank test can reach its level)"
         margin = f"±{self.margin:g}"
         words = {
             "A better": f"{a} better than {b} on {m}: {figures}, {self._p_text()}",
@@ -105,8 +116,9 @@ class Comparison:
         if self.outcome in words:
             return words[self.outcome]
         need = (
-            f"; about {self.seeds_for_margin} seeds would give 80% power against a difference "
-            f"of one margin at this spread (sd {self.sd_diff:.3g})"
+            f"; about {self.seeds_for_margin} seeds ({self.seeds_range_text()} over the sd's 80% "
+            f"interval) would give 80% power against a difference of one margin at this spread "
+            f"(sd {self.sd_diff:.3g})"
             if self.seeds_for_margin
             else ""
         )
@@ -114,6 +126,15 @@ class Comparison:
             f"inconclusive, {a} vs {b} on {m}: neither a difference nor equivalence within "
             f"{margin} is shown: {figures}, {self._p_text()}{need}"
         )
+
+    def interval_text(self) -> str:
+        """The deciding interval, `[low, high]`, with ∞ for a one-sided bound's open end."""
+        return f"[{_end(self.decided_low)}, {_end(self.decided_high)}]"
+
+    def seeds_range_text(self) -> str:
+        """Seeds needed over the sd's 80% interval, `19–386`; `–` without a margin."""
+        low, high = self.seeds_for_margin_low, self.seeds_for_margin_high
+        return f"{low}–{high}" if low and high else "–"
 
     def _p_text(self) -> str:
         if math.isnan(self.p_holm):
@@ -134,6 +155,10 @@ class Comparison:
             verdict=self.verdict(),
         )
         return out
+
+
+def _end(value: float) -> str:
+    return ("∞" if value > 0 else "−∞") if math.isinf(value) else f"{value:.4g}"
 
 
 def unit_text(unit: Any) -> str:

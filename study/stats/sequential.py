@@ -4,7 +4,11 @@ A study that adds seeds until a comparison is clear must not look at the data mo
 its error rate allows. The looks are planned in the study file (seed counts after each round),
 and Lan-DeMets alpha spending (O'Brien-Fleming or Pocock type) gives each look a nominal level
 such that the chance of a false "better" over all looks stays at alpha. The paired t-test's p
-at a look is compared with that nominal level (the usual p-value form of the boundary).
+at a look is compared with that nominal level, computed for t statistics (`_t_levels`: the
+normal-theory levels would let the t-test's false "better" rate exceed alpha). Equivalence
+(TOST) may stop any look, so it spends its alpha the same way, one-sided; non-inferiority is
+judged once, at the final look, at its own one-sided level (`Analysis.ni_level`, alpha/2 by
+default as in ICH E9): a claim made at one look only needs no spending.
 `decide` is the one rule both the driver (after each round) and the report (at the end) apply,
 so the report says exactly what the driver did; `simulate` runs the same rule, vectorised, over
 simulated studies so that its error rates and seed use can be checked.
@@ -24,10 +28,11 @@ from scipy import stats as sps
 
 from study.stats._power import paired_power, seeds_for_power
 from study.stats._spending import SPENDING_KINDS, checked_looks, nominal_levels, spent_alpha
+from study.stats._t_levels import t_levels
 
 __all__ = [
     "SPENDING_KINDS", "VERDICTS", "Decision", "decide", "nominal_levels", "paired_power",
-    "seeds_for_power", "simulate", "spent_alpha",
+    "seeds_for_power", "simulate", "spent_alpha", "t_levels",
 ]  # fmt: skip
 
 VERDICTS = ("A better", "B better", "equivalent", "A non-inferior", "B non-inferior",
@@ -43,7 +48,8 @@ class Decision:
     look: int  # index of the look that decided (or the last look with data)
     n: int  # differences used at that look
     level_two_sided: float  # nominal two-sided level at that look
-    level_one_sided: float  # nominal one-sided level at that look
+    level_one_sided: float  # nominal one-sided level of equivalence (TOST) at that look
+    level_noninferior: float  # one-sided level of non-inferiority (final look only)
     p_two_sided: float  # paired t-test, H0: mean difference 0
     p_equivalence: float  # TOST: the larger one-sided p for -margin < mean < +margin
     p_a_noninferior: float  # one-sided, H0: mean difference <= -margin
@@ -59,12 +65,13 @@ def decide(
     kind: str = "obrien_fleming",
     *,
     more_can_come: bool = True,
+    ni_level: float | None = None,
 ) -> Decision:
     """Walk the planned looks in order on the differences in seed order (positive = A better),
     the first looks[k] of them at look k. At each look: a two-sided t-test below the look's
     two-sided level decides 'A better' or 'B better'; else TOST below the one-sided level
     decides 'equivalent' (only with a margin > 0); at the final look non-inferiority either
-    way (margin > 0), else 'inconclusive'.
+    way (margin > 0) at `ni_level` (alpha / 2 unless given), else 'inconclusive'.
 
     Only the caller knows whether more seeds can come. While they can, data that end before
     the next look give 'continue' (final=False): the study should run more seeds. When they
@@ -77,21 +84,22 @@ def decide(
         raise ValueError("diffs is one sequence of finite per-seed differences")
     _check_margin(margin)
     plan = checked_looks(looks)
-    two = nominal_levels(plan, alpha, kind, 2)
-    one = nominal_levels(plan, alpha, kind, 1)
+    ni = _ni_level(alpha, ni_level)
+    two = t_levels(plan, alpha, kind, 2)
+    one = t_levels(plan, alpha, kind, 1)
     available = len(values)
     latest: Decision | None = None
     for k, planned in enumerate(plan):
         last = k == len(plan) - 1
         if available >= planned:
-            latest = _at_look(values[:planned], k, two[k], one[k], margin, last)
+            latest = _at_look(values[:planned], k, (two[k], one[k], ni), margin, last)
             if latest.verdict != "continue":
                 return latest
             continue
         if more_can_come:
-            return latest or _waiting(available, two[0], one[0])
+            return latest or _waiting(available, (two[0], one[0], ni))
         at = k - 1 if k and available == plan[k - 1] else k  # ended exactly at a look: that one
-        return _at_look(values, at, two[at], one[at], margin, True)
+        return _at_look(values, at, (two[at], one[at], ni), margin, True)
     raise AssertionError("the last planned look always decides")
 
 
@@ -100,18 +108,26 @@ def _check_margin(margin: float) -> None:
         raise ValueError(f"the margin is >= 0 (0: no equivalence margin), got {margin}")
 
 
-def _waiting(available: int, level2: float, level1: float) -> Decision:
+def _ni_level(alpha: float, ni_level: float | None) -> float:
+    level = alpha / 2 if ni_level is None else ni_level
+    if not 0 < level < 1:
+        raise ValueError(f"the non-inferiority level is in (0, 1), got {level}")
+    return level
+
+
+def _waiting(available: int, levels: tuple[float, float, float]) -> Decision:
     """No look reached yet: nothing tested, more seeds to run."""
-    return Decision("continue", 0, available, level2, level1, *[math.nan] * 4, final=False)
+    return Decision("continue", 0, available, *levels, *[math.nan] * 4, final=False)
 
 
 def _at_look(
-    values: np.ndarray, k: int, level2: float, level1: float, margin: float, final: bool
+    values: np.ndarray, k: int, levels: tuple[float, float, float], margin: float, final: bool
 ) -> Decision:
+    """The rule at look k; `levels`: two-sided, equivalence's and non-inferiority's."""
     mean, p_values = _statistics(values[None, :], margin)
-    code = _verdict_codes(mean, *p_values, level2, level1, margin, final)[0]
+    code = _verdict_codes(mean, *p_values, levels, margin, final)[0]
     p2, equivalence, a_ok, b_ok = (float(p[0]) for p in p_values)
-    return Decision(VERDICTS[code], k, len(values), level2, level1, p2, equivalence, a_ok, b_ok,
+    return Decision(VERDICTS[code], k, len(values), *levels, p2, equivalence, a_ok, b_ok,
                     final)  # fmt: skip
 
 
@@ -145,19 +161,19 @@ def _verdict_codes(
     equivalence: np.ndarray,
     a_ok: np.ndarray,
     b_ok: np.ndarray,
-    level2: float,
-    level1: float,
+    levels: tuple[float, float, float],
     margin: float,
     final: bool,
 ) -> np.ndarray:
     """The rule at one look, as indices into VERDICTS, for many rows at once (NaN p-values
     never reject). The first condition that holds wins."""
+    level2, level1, ni = levels
     better = two < level2
     with_margin = margin > 0
     conditions = [better & (mean > 0), better & (mean <= 0), with_margin & (equivalence < level1)]
     choices = [_CODE["A better"], _CODE["B better"], _CODE["equivalent"]]
     if final:
-        conditions += [with_margin & (a_ok < level1), with_margin & (b_ok < level1)]
+        conditions += [with_margin & (a_ok < ni), with_margin & (b_ok < ni)]
         choices += [_CODE["A non-inferior"], _CODE["B non-inferior"]]
     default = _CODE["inconclusive" if final else "continue"]
     return np.select(conditions, choices, default)
@@ -172,6 +188,7 @@ def simulate(
     kind: str,
     studies: int,
     rng: np.random.Generator,
+    ni_level: float | None = None,
 ) -> dict[str, float]:
     """Simulated studies of normal differences under `decide`'s rule, every planned look run
     (no more seeds after the last): the rate of each verdict and the mean number of seeds the
@@ -182,15 +199,16 @@ def simulate(
         raise ValueError(f"simulate at least one study, got {studies}")
     _check_margin(margin)
     plan = checked_looks(looks)
-    two = nominal_levels(plan, alpha, kind, 2)
-    one = nominal_levels(plan, alpha, kind, 1)
+    ni = _ni_level(alpha, ni_level)
+    two = t_levels(plan, alpha, kind, 2)
+    one = t_levels(plan, alpha, kind, 1)
     draws = rng.normal(true_diff, sd, (studies, plan[-1]))
     verdicts = np.full(studies, _CODE["continue"])
     used = np.zeros(studies)
     open_rows = np.arange(studies)
     for k, n in enumerate(plan):
         mean, p_values = _statistics(draws[open_rows, :n], margin)
-        codes = _verdict_codes(mean, *p_values, two[k], one[k], margin, k == len(plan) - 1)
+        codes = _verdict_codes(mean, *p_values, (two[k], one[k], ni), margin, k == len(plan) - 1)
         done = codes != _CODE["continue"]
         verdicts[open_rows[done]] = codes[done]
         used[open_rows[done]] = n

@@ -203,7 +203,7 @@ def test_decide_walks_the_looks():
     clear = 0.05 + 0.001 * standardised(20)
     first = sequential.decide(clear, LOOKS, 0.05, 0.01)
     assert (first.verdict, first.look, first.n, first.final) == ("A better", 0, 5, False)
-    assert first.level_two_sided == sequential.nominal_levels(LOOKS, 0.05, "obrien_fleming")[0]
+    assert first.level_two_sided == sequential.t_levels(LOOKS, 0.05, "obrien_fleming")[0]
     assert sequential.decide(-clear, LOOKS, 0.05, 0.01).verdict == "B better"
     # a weak effect: too weak for O'Brien-Fleming's first looks, enough for Pocock's
     weak = 0.025 + 0.01 * standardised(20)  # p = 0.005 at 5 seeds, 5e-5 at 10
@@ -228,7 +228,7 @@ def test_decide_waits_for_seeds_while_more_can_come():
 
 def test_decide_judges_the_data_finally_when_no_more_can_come():
     noisy = np.random.default_rng(4).normal(0, 0.05, 20)
-    levels = sequential.nominal_levels(LOOKS, 0.05, "obrien_fleming", 2)
+    levels = sequential.t_levels(LOOKS, 0.05, "obrien_fleming", 2)
     between = sequential.decide(noisy[:7], LOOKS, 0.05, 0.0, more_can_come=False)
     assert (between.verdict, between.look, between.n, between.final) == ("inconclusive", 1, 7,
                                                                         True)  # fmt: skip
@@ -303,9 +303,8 @@ def test_simulate_applies_decide_to_every_study(kind):
 @pytest.mark.parametrize(("kind", "margin"), [(k, m) for k in KINDS for m in (1.0, 0.0)])
 def test_no_true_difference_keeps_false_better_verdicts_at_alpha(kind, margin):
     """With a margin of one sd, equivalence stops many studies before a false 'better' can
-    happen (measured 0.032 O'Brien-Fleming, 0.044 Pocock); without one, every study runs
-    until 'better' or the end, and t-tests at the normal boundaries land near alpha
-    (measured 0.053 and 0.055, MC se 0.0016)."""
+    happen; without one, every study runs until 'better' or the end, and the t boundaries
+    land near alpha. The exact tolerance is tests/study/stats/test_error_rates.py's."""
     rates = sequential.simulate(0.0, 1.0, LOOKS, 0.05, margin, kind, 20_000,
                                 np.random.default_rng(5))  # fmt: skip
     false_better = rates["A better"] + rates["B better"]

@@ -1,0 +1,164 @@
+"""Verdicts of the primary comparisons, and the interval of the test that decided each.
+
+At one look, Holm's step-down runs over the family for each kind of test: the two-sided
+t-test and TOST at alpha, non-inferiority one-sided at `Analysis.ni_level` (alpha / 2 unless
+declared, as ICH E9 and CONSORT). When the confirm phase runs in rounds, the group-sequential
+rule of `study.stats.sequential` decides, with alpha split over the family (Bonferroni).
+
+Every verdict is shown with the interval of the test that decided it, at that test's level,
+so that interval and verdict cannot disagree: the two-sided 1 - level t interval for *better*
+(excludes 0), the 1 - 2 x level TOST interval for *equivalent* (inside ±margin), the one-sided
+1 - level bound for *non-inferior* (beyond -margin on the claimed side), and for
+*inconclusive* the two-sided interval at the smallest level of the tests that failed, so that
+it shows all of them failing (contains 0, and both -margin and +margin when a margin applies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from study.analysis import Analysis
+from study.stats import sequential
+from study.stats._intervals import t_interval, with_level
+from study.stats._multiplicity import holm
+from study.stats._rank import wilcoxon_min_p
+from study.stats._record import Comparison
+from study.stats._units import pair_scores
+
+_P_FIELDS = ("p_t", "p_equivalence", "p_a_noninferior", "p_b_noninferior")
+
+
+class Levels(NamedTuple):
+    """The level each test of one comparison was run at: two-sided (better), one-sided
+    (each of TOST's tests; its interval is at 1 - 2 x this), and one-sided for A's and B's
+    non-inferiority."""
+
+    two: float
+    equivalence: float
+    a_noninferior: float
+    b_noninferior: float
+
+
+def holm_verdicts(
+    family: list[Comparison], analysis: Analysis, scores: Mapping
+) -> list[Comparison]:
+    """Each tested comparison with its Holm-adjusted p-values, its verdict, and its intervals
+    and power at the level Holm's step used for it."""
+    alphas = dict(zip(_P_FIELDS, (analysis.alpha,) * 2 + (analysis.ni_level,) * 2, strict=True))
+    adjusted = {f: holm([getattr(c, f) for c in family], alphas[f]) for f in _P_FIELDS}
+    out = []
+    for i, c in enumerate(family):
+        if c.n < 2:
+            out.append(c)
+            continue
+        p = {f: adjusted[f][0][i] for f in _P_FIELDS}
+        levels = Levels(*(adjusted[f][1][i] for f in _P_FIELDS))
+        c = dataclasses.replace(
+            c,
+            p_holm=p["p_t"],
+            p_equivalence_holm=p["p_equivalence"],
+            p_a_noninferior_holm=p["p_a_noninferior"],
+            p_b_noninferior_holm=p["p_b_noninferior"],
+            outcome=outcome(c, p, analysis.alpha, analysis.ni_level),
+        )
+        diffs = _diffs(scores, c.arm_a, c.arm_b, c.metric)
+        c = with_level(c, diffs, levels.two, levels.equivalence)
+        out.append(with_decided_interval(c, diffs, levels))
+    return out
+
+
+def outcome(c: Comparison, p: Mapping[str, float], alpha: float, ni_level: float) -> str:
+    """The first claim the adjusted p-values support, in the order better, equivalent,
+    non-inferior (the last at the non-inferiority level)."""
+    if p["p_t"] < alpha:
+        return "A better" if c.a_better else "B better"
+    if c.margin > 0 and p["p_equivalence"] < alpha:
+        return "equivalent"
+    if c.margin > 0 and p["p_a_noninferior"] < ni_level:
+        return "A non-inferior"
+    if c.margin > 0 and p["p_b_noninferior"] < ni_level:
+        return "B non-inferior"
+    return "inconclusive"
+
+
+def with_decided_interval(c: Comparison, diffs: np.ndarray, levels: Levels) -> Comparison:
+    """The interval of the test that decided the verdict, at that test's level, named; and
+    whether an exact signed-rank test could have reached that level at all with n seeds."""
+    interval, by, level = _decided(c, diffs, levels)
+    return dataclasses.replace(
+        c,
+        decided_low=interval[0],
+        decided_high=interval[1],
+        decided_by=by,
+        ni_level=levels.b_noninferior if c.outcome == "B non-inferior" else levels.a_noninferior,
+        rests_on_normality=wilcoxon_min_p(c.n) > level,
+    )
+
+
+def _decided(
+    c: Comparison, diffs: np.ndarray, levels: Levels
+) -> tuple[tuple[float, float], str, float]:
+    """(interval, its name, the two-sided level a rank test would have to reach)."""
+    if c.outcome in ("A better", "B better"):
+        return (
+            t_interval(diffs, 1 - levels.two),
+            f"two-sided {_pct(levels.two)} t interval",
+            (levels.two),
+        )
+    if c.outcome == "equivalent":
+        two = 2 * levels.equivalence
+        return t_interval(diffs, 1 - two), f"{_pct(two)} TOST interval (1 − 2α)", two
+    if c.outcome in ("A non-inferior", "B non-inferior"):
+        a_side = c.outcome == "A non-inferior"
+        level = levels.a_noninferior if a_side else levels.b_noninferior
+        low, high = t_interval(diffs, 1 - 2 * level)
+        lower = a_side == c.higher_is_better  # A - B bounded from below
+        interval = (low, np.inf) if lower else (-np.inf, high)
+        return (
+            interval,
+            f"one-sided {_pct(level)} {'lower' if lower else 'upper'} bound",
+            (2 * level),
+        )
+    tested = [levels.two]
+    if c.margin > 0:
+        tested += [2 * levels.equivalence, 2 * levels.a_noninferior, 2 * levels.b_noninferior]
+    level = min(tested)
+    return t_interval(diffs, 1 - level), f"two-sided {_pct(level)} t interval", level
+
+
+def _pct(level: float) -> str:
+    return f"{100 * (1 - level):.4g}%"
+
+
+def sequential_decision(
+    a: Mapping[Any, float], b: Mapping[Any, float], analysis: Analysis, family_size: int,
+    higher_is_better: bool = True, more_can_come: bool = False,
+) -> tuple[sequential.Decision, list]:  # fmt: skip
+    """The group-sequential decision on the paired seeds in round order (each seed's mean
+    over its data seeds), and those seeds: what the driver asks after each round and the
+    report asks at the end. The looks count seeds, the unit of analysis."""
+    seeds, xa, xb, _ = pair_scores(a, b)
+    order = analysis.ordered(seeds)
+    index = {s: i for i, s in enumerate(seeds)}
+    sign = 1.0 if higher_is_better else -1.0
+    diffs = np.array([sign * (xa[index[s]] - xb[index[s]]) for s in order], float)
+    margin = analysis.margin_for(analysis.primary) or 0.0
+    decision = sequential.decide(diffs, analysis.looks,
+                                 analysis.alpha / family_size, margin, analysis.spending,
+                                 more_can_come=more_can_come,
+                                 ni_level=analysis.ni_level / family_size)  # fmt: skip
+    return decision, order
+
+
+def sequential_levels(decision: sequential.Decision) -> Levels:
+    return Levels(decision.level_two_sided, decision.level_one_sided,
+                  decision.level_noninferior, decision.level_noninferior)  # fmt: skip
+
+
+def _diffs(scores: Mapping, a: str, b: str, metric: str) -> np.ndarray:
+    _, xa, xb, _ = pair_scores(scores.get(a, {}).get(metric, {}), scores.get(b, {}).get(metric, {}))
+    return xa - xb

@@ -66,6 +66,8 @@ def trial_config(
     if data_seed is not None:
         config["data_seed"] = data_seed
     config["precision"] = resolved_precision(spec)  # the study's one precision (settled once)
+    # what until_plateau watches and final_gain measures: the study's own metric
+    config["metric"] = {"name": spec.metric.name, "mode": spec.metric.mode}
     config.setdefault("threads", max(1, math.floor(spec.resources.get("cpu", 1))))
     if spec.resources.get("gpu", 0) > 0:
         config.setdefault("device", "cuda")

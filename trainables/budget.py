@@ -63,8 +63,21 @@ class Budget:
 
 
 def parse_budget(value: Any, eval_every: int | None = None) -> Budget | None:
-    """The budget `value` asks for (None: none), checked; `eval_every` is the trial's, which
-    decides whether `patience` can be bounded by `max_epochs` here."""
+    """The budget `value` asks for (None: none), checked; `eval_every` is the trial's: without
+    it dev is evaluated once per epoch, so `patience` may not exceed `max_epochs`."""
+    budget = budget_shape(value)
+    plateau = budget.until_plateau if budget is not None else None
+    if plateau is not None and eval_every is None and plateau.patience > plateau.max_epochs:
+        raise BudgetError(("until_plateau", "patience"), f"{plateau.patience} is not allowed: "
+                          "dev is evaluated once per epoch, so patience may be at most "
+                          f"max_epochs ({plateau.max_epochs}); it would never stop "
+                          "early")  # fmt: skip
+    return budget
+
+
+def budget_shape(value: Any) -> Budget | None:
+    """`value` checked on its own, before the trial's `eval_every` is known (a study file's
+    factor value; the arm as a whole is checked with `parse_budget`)."""
     if value is None:
         return None
     if not isinstance(value, dict) or len(value) != 1:
@@ -73,10 +86,10 @@ def parse_budget(value: Any, eval_every: int | None = None) -> Budget | None:
     _known(kind, KINDS, (), "budget kind")
     if kind == "steps":
         return Budget(steps=_positive_int(setting, ("steps",)))
-    return Budget(until_plateau=_plateau(setting, eval_every))
+    return Budget(until_plateau=_plateau(setting))
 
 
-def _plateau(value: Any, eval_every: int | None) -> Plateau:
+def _plateau(value: Any) -> Plateau:
     path = ("until_plateau",)
     if not isinstance(value, dict):
         raise BudgetError(path, f"{value!r} is not allowed: a mapping such as "
@@ -93,10 +106,6 @@ def _plateau(value: Any, eval_every: int | None) -> Plateau:
     if not _number(delta) or delta < 0:
         raise BudgetError((*path, "min_delta"), f"{delta!r} is not allowed: a number >= 0 in "
                           "the study metric's units")  # fmt: skip
-    if eval_every is None and patience > max_epochs:
-        raise BudgetError((*path, "patience"), f"{patience} is not allowed: dev is evaluated "
-                          f"once per epoch, so patience may be at most max_epochs "
-                          f"({max_epochs}); it would never stop early")  # fmt: skip
     return Plateau(patience, max_epochs, float(delta))
 
 

@@ -22,7 +22,9 @@ from one trial to the next, gives the same weights bit for bit on CPU, and:
   final result adds each stage's layer dynamics (`dyn/stage<i>_<measure>/<layer>`, measured
   against the pretrained encoder when the stage ended) and `intermediate_steps`.
 - A checkpoint is the running stage's own (trainables/train.py) plus `stages.json`: which
-  stage, and the dynamics carried so far. Without it the checkpoint is the target's, as every
+  stage, the dynamics carried so far, and the steps and tokens each ended stage ran (a stage's
+  own `budget` may end it early), which the target's `step`, `steps_run` and `tokens_seen`
+  count on from. Without it the checkpoint is the target's, as every
   checkpoint of a trial without stages is.
 """
 

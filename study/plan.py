@@ -16,6 +16,7 @@ from typing import Any
 from study.names import CONFIRM, EXPLORE
 from study.precision import resolved_precision
 from study.spec import StudySpec
+from trainables.budget import BUDGET
 from trainables.stage_config import INTERMEDIATE, stage_label, stage_name
 
 
@@ -66,6 +67,9 @@ def trial_config(
     if data_seed is not None:
         config["data_seed"] = data_seed
     config["precision"] = resolved_precision(spec)  # the study's one precision (settled once)
+    # what until_plateau watches and final_gain measures: the study's own metric
+    config["metric"] = {"name": spec.metric.name, "mode": spec.metric.mode}
+    config.setdefault(BUDGET, None)  # logged with every trial, none included
     config.setdefault("threads", max(1, math.floor(spec.resources.get("cpu", 1))))
     if spec.resources.get("gpu", 0) > 0:
         config.setdefault("device", "cuda")
@@ -210,6 +214,11 @@ def _stage_text(stage: dict, index: int) -> str:
 
 
 def _epochs(spec: StudySpec, arm: Arm) -> float:
+    """An arm's epochs at most: `until_plateau`'s max_epochs, else `epochs` (a `steps` budget's
+    epochs depend on the data size, unknown here: `epochs` stands in for them)."""
+    budget = arm.factors.get(BUDGET, spec.fixed.get(BUDGET)) or {}
+    if "until_plateau" in budget:
+        return float(budget["until_plateau"]["max_epochs"])
     if "epochs" in arm.factors:
         return float(arm.factors["epochs"])
     if "epochs" in spec.search:

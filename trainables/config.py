@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainables.budget import Budget, parse_budget
 from trainables.errors import ConfigError
 from trainables.precision import AUTO, PRECISIONS
 from trainables.sizes import parse_size
@@ -43,6 +44,9 @@ class TrialConfig:
     head_lr: float | None = None  # None: same as lr
     epochs: int = 3
     max_steps: int | None = None  # cap on optimizer steps, for smoke runs
+    # how long to train instead of `epochs`: {steps: N} or {until_plateau: {patience,
+    # min_delta, max_epochs}}; None trains `epochs` (trainables/budget.py)
+    budget: dict[str, Any] | None = None
     batch_size: int = 16
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -58,6 +62,9 @@ class TrialConfig:
     eval_every: int | None = None  # steps; None evaluates at the end of each epoch
     eval_extra_each_time: bool = False  # also score extra eval sets at every evaluation
     eval_batch_tokens: int = 8192
+    # the study metric, reported at every evaluation: what `until_plateau` watches and what
+    # `final_gain` (trainables/curves.py) is measured on; a study sets its own `metric`
+    metric: dict[str, str] = field(default_factory=lambda: {"name": "dev_f1", "mode": "max"})
     # how far each layer moved from the pretrained encoder (trainables.dynamics), measured on
     # the first `dynamics_sentences` dev windows: after the last step, at every evaluation, or off
     dynamics: str = "end"
@@ -144,6 +151,20 @@ class TrialConfig:
             "a list of [layer, head] pairs",
         )
         check_stages(self.intermediate, self.field_names())
+        self.parsed_budget()
+        _check_metric(self.metric)
+
+    def parsed_budget(self) -> Budget | None:
+        """The checked `budget` (None: train `epochs`); a BudgetError names the sub-key."""
+        return parse_budget(self.budget, self.eval_every)
+
+    @property
+    def metric_name(self) -> str:
+        return self.metric["name"]
+
+    @property
+    def metric_mode(self) -> str:
+        return self.metric["mode"]
 
 
 _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -181,6 +202,17 @@ def _check_fingerprint(keep: Any, max_bytes: Any) -> None:
             parse_size(max_bytes)
         except ValueError as err:
             _check(False, "fingerprint_max_bytes", max_bytes, str(err).removeprefix("expected "))
+
+
+def _check_metric(metric: Any) -> None:
+    ok = (
+        isinstance(metric, dict)
+        and set(metric) == {"name", "mode"}
+        and isinstance(metric["name"], str)
+        and bool(metric["name"])
+        and metric["mode"] in ("max", "min")
+    )
+    _check(ok, "metric", metric, "{name: <a metric of every evaluation>, mode: max or min}")
 
 
 def _check(ok: bool, name: str, value: Any, allowed: str) -> None:

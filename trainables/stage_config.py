@@ -7,6 +7,8 @@ A trial's `intermediate` setting lists stages trained before the target, each a 
         data: {embedded: wnut16, untyped: true}    # any `data` form; its own label set
         epochs: 1                                  # epochs, lr, head_lr, batch_size,
                                                    # max_steps, eval_every: the trial's if unset
+        budget: {steps: 200}                       # its own budget (trainables/budget.py);
+                                                   # not the trial's: none if unset
 
 Layer surgery (depth, re-initialisation) applies once, before the first stage; freeze and probe
 apply to the target only; every other trial setting is shared by all stages. The trial setting
@@ -23,11 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainables.budget import BUDGET, BudgetError, parse_budget
 from trainables.data.sources import data_inputs
 from trainables.errors import ConfigError, joined
 
 INTERMEDIATE = "intermediate"  # the trial setting and grid factor
-STAGE_KEYS = ("name", "data", "epochs", "lr", "head_lr", "batch_size", "max_steps", "eval_every")
+STAGE_KEYS = (
+    "name", "data", "epochs", "lr", "head_lr", "batch_size", "max_steps", "eval_every", BUDGET,
+)  # fmt: skip
 _INTEGER_KEYS = ("epochs", "batch_size", "max_steps", "eval_every")
 _NUMBER_KEYS = ("lr", "head_lr")
 # trial settings a stage cannot have, and why
@@ -87,6 +92,7 @@ class Stage:
     batch_size: int | None = None
     max_steps: int | None = None
     eval_every: int | None = None
+    budget: dict[str, Any] | None = None
 
 
 def stage_name(stage: Any, index: int) -> str:
@@ -139,6 +145,10 @@ def _check_stage(stage: Any, index: int, trial_fields: Sequence[str]) -> Stage:
         _check_number(stage, index, key, int, 1, "an integer >= 1")
     for key in _NUMBER_KEYS:
         _check_number(stage, index, key, (int, float), 0, "a number > 0", strict=True)
+    try:
+        parse_budget(stage.get(BUDGET), stage.get("eval_every"))
+    except BudgetError as err:
+        raise StageError((index, BUDGET, *err.path), err.reason) from None
     values = {key: stage.get(key) for key in STAGE_KEYS if key not in ("name", "data")}
     return Stage(name, dict(stage["data"]), **values)
 

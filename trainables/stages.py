@@ -22,7 +22,9 @@ from one trial to the next, gives the same weights bit for bit on CPU, and:
   final result adds each stage's layer dynamics (`dyn/stage<i>_<measure>/<layer>`, measured
   against the pretrained encoder when the stage ended) and `intermediate_steps`.
 - A checkpoint is the running stage's own (trainables/train.py) plus `stages.json`: which
-  stage, and the dynamics carried so far. Without it the checkpoint is the target's, as every
+  stage, the dynamics carried so far, and the steps and tokens each ended stage ran (a stage's
+  own `budget` may end it early), which the target's `step`, `steps_run` and `tokens_seen`
+  count on from. Without it the checkpoint is the target's, as every
   checkpoint of a trial without stages is.
 """
 
@@ -37,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from trainables.budget import BUDGET
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError, UserInputError
 from trainables.stage_config import (
@@ -64,10 +67,11 @@ def stage_config(config: TrialConfig, index: int) -> TrialConfig:
     """Stage `index` as a trial of its own: its data and settings (the trial's where unset),
     seeds drawn from the trial's, the trial's depth (the weights come from the previous
     stage), no re-initialisation, freeze or probe, dynamics measured once at its end and no
-    fingerprint (the target's is the trial's)."""
+    fingerprint (the target's is the trial's). Its budget is its own (none: `epochs`)."""
     stage = check_stages(config.intermediate, TrialConfig.field_names())[index]
     data_seed = config.seed if config.data_seed is None else config.data_seed
     own = {k: v for k, v in dataclasses.asdict(stage).items() if k != "name" and v is not None}
+    own[BUDGET] = stage.budget  # a stage's own, never the target's: none trains its epochs
     return dataclasses.replace(
         config,
         **own,
@@ -116,6 +120,8 @@ class StagedTrial:
         self._started = [False] * len(self.trials)
         self.kept = [False] * len(self.trials)  # kept the previous stage's head
         self.carried: dict[str, float] = {}  # each stage's dynamics, for the final result
+        # steps and training tokens of each ended stage (until_plateau may end one early)
+        self.spent: list[list[float]] = [[0.0, 0.0] for _ in self.trials]
 
     def _built(self, config: TrialConfig, index: int) -> Trial:
         """Stage `index`'s trial; what is wrong with its data names the stage first."""
@@ -155,7 +161,7 @@ class StagedTrial:
         return self.trials[self.current].checkpoint_bytes()
 
     def _offset(self, index: int) -> int:
-        return sum(trial.total_steps for trial in self.trials[:index])
+        return int(sum(steps for steps, _ in self.spent[:index]))
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> Iterator[dict[str, float]]:
@@ -195,6 +201,8 @@ class StagedTrial:
     def _stage_result(self, index: int, metrics: dict[str, float]) -> dict[str, float]:
         prefix = stage_prefix(index)
         out = {STAGE_KEY: float(index), "step": self._offset(index) + metrics["step"]}
+        if metrics.get("final"):  # ended: what later steps and the final result count from
+            self.spent[index] = [metrics["steps_run"], metrics["tokens_seen"]]
         for key, value in metrics.items():
             if key.startswith(_DYNAMICS):  # measured at the stage's end: the final result's
                 self.carried[_DYNAMICS + prefix + key.removeprefix(_DYNAMICS)] = value
@@ -212,6 +220,9 @@ class StagedTrial:
         if metrics.get("final"):
             out.update(self.carried)
             out[INTERMEDIATE_STEPS] = float(offset)
+            # the whole trial's compute, every stage's included
+            out["steps_run"] = float(offset) + metrics["steps_run"]
+            out["tokens_seen"] = sum(t for _, t in self.spent[:-1]) + metrics["tokens_seen"]
             out[HEAD_KEPT] = float(self.kept[-1])
         self.target.last_metrics = out
         return out
@@ -222,6 +233,7 @@ class StagedTrial:
         directory = Path(directory)
         self.trials[self.current].save(directory)
         state = {"stage": self.current, "carried": self.carried, "kept": self.kept}
+        state["spent"] = self.spent
         (directory / STATE_FILE).write_text(json.dumps(state))
 
     def restore(self, directory: str | Path) -> None:
@@ -237,3 +249,6 @@ class StagedTrial:
         self._started = [i <= index for i in range(len(self.trials))]
         self.carried = {k: float(v) for k, v in state.get("carried", {}).items()}
         self.kept = [bool(k) for k in state.get("kept", self.kept)]
+        # saved before budgets: each ended stage ran its whole step budget, tokens unknown
+        ended = [[float(t.total_steps), float("nan")] for t in self.trials[:index]]
+        self.spent = state.get("spent") or ended + [[0.0, 0.0] for _ in self.trials[index:]]

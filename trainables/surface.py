@@ -24,6 +24,7 @@ How fast (in optimizer steps; one full-data epoch is `steps_per_epoch` steps, a 
 later, and a smaller learning rate later, by sqrt(10) per decade:
 
     tau = convergence_epochs * steps_per_epoch * sqrt(d / L) * (1 + r / d) * 10**(-x / 2)
+    (times `slow_by` for the arm `slow_arm` names: an arm made to under-train on purpose)
     F(s) = F_inf * (1 - exp(-s / tau))
 
 What a trial reports at step s: `dev_f1` = F(s) + noise * (a + b) / sqrt(2) + noise / 4 * e_s,
@@ -34,6 +35,11 @@ last step plus the same a and b and its own noise / 2 draw), `surface_f1` (F at 
 without noise: what the regret of a choice is measured on), `curve_area` and `steps_to_95`.
 All draws come from numpy generators seeded by those values, so a trial is the same every
 time and a resumed trial reports what an uninterrupted one would.
+
+A trial's steps follow its `budget` as the tagger's do (trainables/budget.py): `steps`, or
+`until_plateau` on the study metric, whose final `dev_f1`, `test_f1` and `surface_f1` are
+then those of the best evaluation's step. `tokens_seen` is `tokens_per_step` per step (there
+is no data: a nominal count, so compute comparisons have something to compare).
 
 A trial more than `diverge_above` decades above its arm's optimum diverges at its first step
 (`TrainingDiverged`, as the tagger's NaN loss does); `fail_at_step` raises as in the tagger.
@@ -51,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from trainables.budget import Budget, parse_budget
 from trainables.errors import ConfigError
 from trainables.layouts import RELATIVE_DEPTH
 
@@ -73,6 +80,11 @@ class Surface:
     steps_per_epoch: int = 100  # optimizer steps per epoch on all the data
     step_s: float = 0.0  # wall seconds per step
     diverge_above: float | None = 1.5  # decades above the optimum that diverge; null: never
+    # an arm that learns `slow_by` times slower: the trials whose settings equal all of these
+    # (e.g. {reinit_from: 4}), so a study can under-train one arm deterministically
+    slow_arm: dict[str, Any] | None = None
+    slow_by: float = 10.0
+    tokens_per_step: int = 512  # what one step adds to tokens_seen
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:
@@ -102,7 +114,10 @@ class Surface:
         fresh = kept - start if start is not None and start < kept else 0
         heads = len(settings.get("reinit_heads") or [])
         fraction = float(settings.get("data_fraction", 1.0))
-        return ArmPoint(kept, fresh, heads, fraction)
+        slow = self.slow_arm is not None and all(
+            settings.get(name) == value for name, value in self.slow_arm.items()
+        )
+        return ArmPoint(kept, fresh, heads, fraction, slow)
 
     def optimum_lr(self, arm: ArmPoint) -> float:
         shift = 0.5 * (self.layers - arm.kept) / self.layers + 1.0 * arm.fresh / arm.kept
@@ -120,7 +135,8 @@ class Surface:
 
     def tau_steps(self, arm: ArmPoint, lr: float) -> float:
         tau = self.convergence_epochs * self.steps_per_epoch * math.sqrt(arm.kept / self.layers)
-        return tau * (1 + arm.fresh / arm.kept) * 10 ** (-self.decades_off(arm, lr) / 2)
+        tau *= (1 + arm.fresh / arm.kept) * (self.slow_by if arm.slow else 1.0)
+        return tau * 10 ** (-self.decades_off(arm, lr) / 2)
 
     def mean_f1(self, arm: ArmPoint, lr: float, step: int) -> float:
         """F(step): the noise-free dev F1 of the arm at this learning rate."""
@@ -129,10 +145,17 @@ class Surface:
     def diverges(self, arm: ArmPoint, lr: float) -> bool:
         return self.diverge_above is not None and self.decades_off(arm, lr) > self.diverge_above
 
-    def trial_steps(self, arm: ArmPoint, epochs: int, max_steps: int | None) -> tuple[int, int]:
-        """Steps per epoch of a trial on its data fraction, and its steps in all."""
+    def trial_steps(
+        self, arm: ArmPoint, epochs: int, max_steps: int | None, budget: Budget | None = None
+    ) -> tuple[int, int]:
+        """Steps per epoch of a trial on its data fraction, and its steps at most, as the
+        tagger counts them (trainables/optimization.py `step_budget`)."""
         per_epoch = max(1, math.ceil(self.steps_per_epoch * arm.fraction))
         total = epochs * per_epoch
+        if budget is not None and budget.steps is not None:
+            total = budget.steps
+        elif budget is not None and budget.until_plateau is not None:
+            total = budget.until_plateau.max_epochs * per_epoch
         return per_epoch, min(total, max_steps) if max_steps else total
 
     def best_final(
@@ -141,7 +164,9 @@ class Surface:
         """(lr, F at the trial's last step) of the best learning rate in [low, high] on a
         log grid: the truth a search in that range is measured against (regret)."""
         arm = self.arm(settings)
-        _, total = self.trial_steps(arm, settings.get("epochs", 3), settings.get("max_steps"))
+        budget = parse_budget(settings.get("budget"), settings.get("eval_every"))
+        epochs, max_steps = settings.get("epochs", 3), settings.get("max_steps")
+        _, total = self.trial_steps(arm, epochs, max_steps, budget)
         grid = np.geomspace(low, high, points)
         values = [self.mean_f1(arm, lr, total) for lr in grid]
         best = int(np.argmax(values))
@@ -173,6 +198,7 @@ class ArmPoint:
     fresh: int  # r
     heads: int  # h
     fraction: float  # f
+    slow: bool = False  # the arm `slow_arm` names
 
 
 def _blocks_kept(depth: Any, layers: int) -> int:
@@ -213,6 +239,12 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "steps_per_epoch": (_positive_int, "an integer >= 1"),
     "step_s": (lambda v: _number(v) and v >= 0, "seconds >= 0"),
     "diverge_above": (lambda v: v is None or (_number(v) and v > 0), "decades > 0, or null"),
+    "slow_arm": (
+        lambda v: v is None or (isinstance(v, dict) and all(isinstance(k, str) for k in v)),
+        "a mapping of trial settings to values, e.g. {reinit_from: 4}, or null",
+    ),
+    "slow_by": (lambda v: _number(v) and v >= 1, "a factor >= 1"),
+    "tokens_per_step": (_positive_int, "an integer >= 1"),
 }
 
 

@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from trainables.budget import PlateauWatch, check_patience
 from trainables.config import TrialConfig
-from trainables.curves import learning_curve_area, steps_to_fraction_of_final
+from trainables.curves import final_gain, learning_curve_area, steps_to_fraction_of_final
 from trainables.errors import TrainingDiverged
 from trainables.surface import Surface, surface_of
 
@@ -39,18 +40,26 @@ class SyntheticTrial:
         self.surface: Surface = surface
         self.settings: dict[str, Any] = config.to_dict()
         self.arm = surface.arm(self.settings)
+        budget = config.parsed_budget()
         self.per_epoch, self.total_steps = surface.trial_steps(
-            self.arm, config.epochs, config.max_steps
+            self.arm, config.epochs, config.max_steps, budget
         )
+        plateau = budget.until_plateau if budget is not None else None
+        if plateau is not None and config.eval_every:
+            check_patience(plateau, math.ceil(self.total_steps / config.eval_every))
+        self.watch = PlateauWatch(plateau, config.metric_mode) if plateau else None
+        self.stopped = False  # until_plateau ended it before its last step
         self.step = 0
         self.eval_steps: list[int] = []
         self.eval_f1: list[float] = []
+        self.metric_history: list[float] = []  # the study metric at each evaluation
+        self.best_metrics: dict[str, float] = {}  # until_plateau: the best evaluation's
         self.last_metrics: dict[str, float] = {}
         self.fingerprint = None  # no encoder: nothing to compare with other trials
 
     @property
     def finished(self) -> bool:
-        return self.step >= self.total_steps
+        return self.step >= self.total_steps or self.stopped
 
     def evaluation_steps(self) -> list[int]:
         """The steps a dev evaluation follows, the last step always among them."""
@@ -67,12 +76,25 @@ class SyntheticTrial:
                 f"optimum; the synthetic surface diverges above {self.surface.diverge_above})"
             )
         for step in (s for s in self.evaluation_steps() if s > self.step):
+            if self.stopped:
+                return
             self._advance_to(step)
             metrics = self._evaluate(step)
-            if step == self.total_steps:
+            if self._plateau_reached(metrics) or step == self.total_steps:
                 metrics.update(self._final_metrics())
             self.last_metrics = metrics
             yield metrics
+
+    def _plateau_reached(self, metrics: dict[str, float]) -> bool:
+        """`until_plateau` as the tagger runs it: the best evaluation is kept (here its
+        metrics; the final result reports them), patience running out ends the trial."""
+        self.metric_history.append(float(metrics.get(self.cfg.metric_name, math.nan)))
+        if self.watch is None:
+            return False
+        if self.watch.update(self.metric_history[-1], self.step, len(self.eval_steps)):
+            self.best_metrics = {k: metrics[k] for k in ("dev_f1", "dev_loss")}
+        self.stopped = self.watch.stop
+        return self.stopped
 
     def _advance_to(self, step: int) -> None:
         """Spend `step_s` per step up to `step`; an injected failure raises on its step."""
@@ -104,18 +126,28 @@ class SyntheticTrial:
         }
 
     def _final_metrics(self) -> dict[str, float]:
+        """Test at the kept step: the last, or under until_plateau the best evaluation's."""
         surface, lr = self.surface, self.cfg.lr
-        truth = surface.mean_f1(self.arm, lr, self.total_steps)
+        kept = self.watch.best_step if self.watch is not None else self.step
+        truth = surface.mean_f1(self.arm, lr, kept)
         test = truth + surface.seed_effect(self.settings)
         test += surface.noise / 2 * surface.draw(self.settings, -1)
         reached = steps_to_fraction_of_final(self.eval_steps, self.eval_f1)
-        return {
+        out = {
             "final": 1.0,
             "test_f1": min(1.0, max(0.0, test)),
             "surface_f1": truth,
             "curve_area": learning_curve_area(self.eval_f1),
             "steps_to_95": float(reached) if reached is not None else math.nan,
+            "steps_run": float(self.step),
+            "tokens_seen": float(self.step * surface.tokens_per_step),
+            "final_gain": final_gain(self.metric_history, self.cfg.metric_mode),
         }
+        if self.watch is not None:
+            out.update(self.best_metrics)
+            out["best_step"] = float(self.watch.best_step)
+            out["best_evaluation"] = float(self.watch.best_evaluation)
+        return out
 
     # --- state ----------------------------------------------------------------------------
     def checkpoint_bytes(self) -> int:
@@ -128,6 +160,10 @@ class SyntheticTrial:
             "step": self.step,
             "eval_steps": self.eval_steps,
             "eval_f1": self.eval_f1,
+            "metric_history": self.metric_history,
+            "plateau": self.watch.state() if self.watch is not None else [],
+            "best_metrics": self.best_metrics,
+            "stopped": self.stopped,
             "last_metrics": self.last_metrics,
         }
         (directory / STATE_FILE).write_text(json.dumps(state))
@@ -138,3 +174,8 @@ class SyntheticTrial:
         self.eval_steps = [int(s) for s in state["eval_steps"]]
         self.eval_f1 = [float(f) for f in state["eval_f1"]]
         self.last_metrics = dict(state["last_metrics"])
+        self.metric_history = [float(v) for v in state.get("metric_history", [])]
+        self.best_metrics = dict(state.get("best_metrics", {}))
+        self.stopped = bool(state.get("stopped", False))
+        if self.watch is not None and state.get("plateau"):
+            self.watch.load([float(v) for v in state["plateau"]])

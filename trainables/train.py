@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Iterator
@@ -28,7 +29,9 @@ from safetensors.torch import load_file, save_file
 from threadpoolctl import threadpool_limits
 
 from trainables import dynamics
+from trainables.budget import PlateauWatch, check_patience
 from trainables.config import TrialConfig
+from trainables.curves import final_gain
 from trainables.data.batching import collate, eval_batches, train_batches
 from trainables.data.encoding import EncodedSplit, decode, encode
 from trainables.data.sources import Splits, load_checked_splits
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODEL_FILE = "model.safetensors"
+BEST_FILE = "best.safetensors"  # until_plateau: the best evaluation's weights so far
 STATE_FILE = "trainer_state.pt"
 
 
@@ -106,6 +110,7 @@ class Trial:
         self._encode_splits(splits)
         self._choose_dynamics_sample()
         self.batches_per_epoch, self.total_steps = step_budget(config, len(self.train_lengths))
+        self.watch = self._plateau_watch()
         self.optimizer, self.scheduler = make_optimizer(
             self.model, config, self.device, self.total_steps
         )
@@ -152,6 +157,16 @@ class Trial:
         self._reference: torch.nn.Module | None = None
         self.fingerprint: LayerFingerprint | None = None  # taken after the last step, if on
 
+    def _plateau_watch(self) -> PlateauWatch | None:
+        """The `until_plateau` rule on the study metric, its patience checked against the
+        evaluations its steps hold (known only now, with the data); None for other budgets."""
+        budget = self.cfg.parsed_budget()
+        if budget is None or budget.until_plateau is None:
+            return None
+        if self.cfg.eval_every:
+            check_patience(budget.until_plateau, math.ceil(self.total_steps / self.cfg.eval_every))
+        return PlateauWatch(budget.until_plateau, self.cfg.metric_mode)
+
     def _start_at_step_zero(self) -> None:
         """Position and history: everything `save` writes beyond the modules."""
         self.step = 0
@@ -159,6 +174,10 @@ class Trial:
         self.batch_in_epoch = 0
         self.eval_steps: list[int] = []
         self.eval_f1: list[float] = []
+        self.metric_history: list[float] = []  # the study metric at each evaluation
+        self.tokens_seen = 0.0  # non-padding training tokens (special tokens included)
+        self.stopped = False  # until_plateau stopped before its last step
+        self.best_weights: dict[str, torch.Tensor] | None = None  # until_plateau's best
         self.last_metrics: dict[str, float] = {}  # what the latest evaluation yielded
         self._epoch_batches: tuple[int, list[list[int]]] | None = None
 
@@ -167,13 +186,14 @@ class Trial:
         cfg = self.cfg
         self.model.train()
         loss_sum, loss_count, tokens, busy = 0.0, 0, 0, 0.0
-        while self.step < self.total_steps:
+        while not self.finished:
             started = time.perf_counter()
             batch_ids = self._batches_of_epoch()[self.batch_in_epoch]
             if cfg.fail_at_step is not None and self.step + 1 == cfg.fail_at_step:
                 raise RuntimeError(f"injected failure at step {self.step + 1} (fail_at_step)")
             loss, n_tokens = self._train_step(batch_ids)
             loss_sum, loss_count, tokens = loss_sum + loss, loss_count + 1, tokens + n_tokens
+            self.tokens_seen += n_tokens
             self.step += 1
             self.batch_in_epoch += 1
             epoch_ended = self.batch_in_epoch == self.batches_per_epoch
@@ -189,11 +209,14 @@ class Trial:
                     "train_loss": loss_sum / loss_count,
                     "lr": self.scheduler.get_last_lr()[0],
                     "train_tokens_per_s": tokens / busy if busy else 0.0,
-                    **self._evaluate_dev(per_type=done),
+                    # until_plateau scores dev per type on the weights it keeps, at its end
+                    **self._evaluate_dev(per_type=done and self.watch is None),
                 }
                 # the n-th evaluation: seeds of one sample can differ in steps per epoch
                 # (different subsets, windows), but their n-th evaluations correspond
                 metrics["evaluation"] = float(len(self.eval_steps))
+                self.metric_history.append(float(metrics.get(cfg.metric_name, math.nan)))
+                done = self._plateau_reached(metrics) or done
                 if done:
                     metrics.update(self._final_metrics())
                 if cfg.dynamics == "each_eval" or (done and cfg.dynamics == "end"):
@@ -211,7 +234,22 @@ class Trial:
     def finished(self) -> bool:
         """True once the last step ran: a trial restored from its final checkpoint has nothing
         left to train, and its caller should re-publish `last_metrics` instead."""
-        return self.step >= self.total_steps
+        return self.step >= self.total_steps or self.stopped
+
+    def _plateau_reached(self, metrics: dict[str, float]) -> bool:
+        """Under `until_plateau`, take this evaluation: keep its weights if it is the best,
+        and say whether patience ran out (the trial then ends here)."""
+        if self.watch is None:
+            return False
+        name = self.cfg.metric_name
+        if name not in metrics:
+            raise ConfigError(f"trial setting metric={self.cfg.metric!r} is not allowed with "
+                              f"budget until_plateau: no evaluation reports {name!r}")  # fmt: skip
+        if self.watch.update(metrics[name], self.step, len(self.eval_steps)):
+            state = self.model.state_dict()
+            self.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+        self.stopped = self.watch.stop
+        return self.stopped
 
     def _batches_of_epoch(self) -> list[list[int]]:
         if self._epoch_batches is None or self._epoch_batches[0] != self.epoch:
@@ -285,6 +323,13 @@ class Trial:
 
     def _final_metrics(self) -> dict[str, float]:
         out: dict[str, float] = {"final": 1.0, "curve_area": learning_curve_area(self.eval_f1)}
+        out.update(self.budget_metrics())
+        if self.watch is not None:  # the best evaluation's weights, dev scored on them again
+            if self.best_weights is not None:
+                self.model.load_state_dict(self.best_weights)
+            out.update(self.score("dev", per_type=True))
+            out["best_step"] = float(self.watch.best_step)
+            out["best_evaluation"] = float(self.watch.best_evaluation)
         reached = steps_to_fraction_of_final(self.eval_steps, self.eval_f1)
         out["steps_to_95"] = float(reached) if reached is not None else float("nan")
         for name, split in self.eval_splits.items():
@@ -294,6 +339,16 @@ class Trial:
         for name, counts in self.relabelled.items():
             out.update(counts.metrics(name))
         return out
+
+    def budget_metrics(self) -> dict[str, float]:
+        """What the trial spent and whether it had stopped learning: `steps_run` (optimizer
+        steps), `tokens_seen` (non-padding training tokens) and `final_gain` of the study
+        metric over its curve as trained (trainables/curves.py)."""
+        return {
+            "steps_run": float(self.step),
+            "tokens_seen": float(self.tokens_seen),
+            "final_gain": final_gain(self.metric_history, self.cfg.metric_mode),
+        }
 
     def layer_dynamics(self) -> dict[str, float]:
         """How far each layer is from the pretrained encoder, as `dyn/<measure>/<layer>`,
@@ -319,7 +374,7 @@ class Trial:
         trained = sum(
             p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad
         )
-        return weights + 2 * trained
+        return weights * (2 if self.watch is not None else 1) + 2 * trained
 
     def save(self, directory: str | Path) -> None:
         """Weights as safetensors; the rest as plain tensors and numbers (weights_only load)."""
@@ -327,6 +382,8 @@ class Trial:
         directory.mkdir(parents=True, exist_ok=True)
         weights = {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}
         save_file(weights, directory / MODEL_FILE)
+        if self.best_weights is not None:
+            save_file(self.best_weights, directory / BEST_FILE)
         state = {
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
@@ -335,6 +392,10 @@ class Trial:
             "position": [self.step, self.epoch, self.batch_in_epoch],
             "eval_steps": list(self.eval_steps),
             "eval_f1": list(self.eval_f1),
+            "metric_history": list(self.metric_history),
+            "tokens_seen": self.tokens_seen,
+            "plateau": self.watch.state() if self.watch is not None else [],
+            "stopped": self.stopped,
             "last_metrics": json.dumps(self.last_metrics),
             "precision": self.precision,
         }
@@ -361,6 +422,14 @@ class Trial:
         self.eval_steps = [int(s) for s in state["eval_steps"]]
         self.eval_f1 = [float(f) for f in state["eval_f1"]]
         self.last_metrics = json.loads(state.get("last_metrics", "{}"))
+        # checkpoints from before budgets: no study-metric history or token count was kept
+        self.metric_history = [float(v) for v in state.get("metric_history", [])]
+        self.tokens_seen = float(state.get("tokens_seen", math.nan))
+        self.stopped = bool(state.get("stopped", False))
+        if self.watch is not None and state.get("plateau"):
+            self.watch.load([float(v) for v in state["plateau"]])
+            best = directory / BEST_FILE
+            self.best_weights = load_file(best) if best.is_file() else None
 
 
 if __name__ == "__main__":  # the older spelling of `python -m trainables`, still documented

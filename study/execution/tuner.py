@@ -69,7 +69,12 @@ def _new_tuner(
 ) -> tune.Tuner:
     spec = context.spec
     callback = MlflowTrackingCallback(
-        context.tracking_uri, spec.name, context.study_run, context.arm_runs, spec.metric.name
+        context.tracking_uri,
+        spec.name,
+        context.study_run,
+        context.arm_runs,
+        spec.metric.name,
+        spec.analysis,
     )
     return tune.Tuner(
         trainable,

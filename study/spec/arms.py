@@ -12,6 +12,7 @@ from study.spec.document import Doc, FieldPath, count, is_int, show
 from study.spec.factors import Shape, allowed_part, check_layers
 from study.spec.keys import LAYER_FIELDS
 from study.spec.validated import ConfirmPhase
+from trainables.budget import BUDGET, BudgetError
 from trainables.config import TrialConfig
 from trainables.errors import ConfigError
 
@@ -37,6 +38,8 @@ def check_arms(
         _check_arm_layers(doc, settings, where, search, samples, shape)
         try:
             TrialConfig.from_dict({**settings, **top, "seed": 0})
+        except BudgetError as err:  # the budget against the arm's eval_every: at its line
+            raise doc.fail((*where.get(BUDGET, ("grid",)), *err.path), err.reason) from None
         except (ConfigError, TypeError, ValueError) as err:
             raise doc.fail(
                 ("grid",), f"the arm {show(arm)} is not allowed: {allowed_part(err)}"

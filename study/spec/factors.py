@@ -13,6 +13,7 @@ from typing import Any, Union
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
 from study.spec.keys import FACTORS, FIXED_ONLY, LAYER_FIELDS, SECTIONS, SET_AT_TOP
 from study.spec.stages import check_stage_list
+from trainables.budget import BUDGET, BudgetError, budget_shape
 from trainables.config import TrialConfig, normalized
 from trainables.errors import ConfigError, joined
 from trainables.layouts import DEPTH_FORMS, RELATIVE_DEPTH
@@ -73,6 +74,12 @@ def check_value(doc: Doc, path: FieldPath, name: str, value: Any, shape: Shape) 
         return _resolve_depth(doc, path, value, shape)
     if name == INTERMEDIATE:  # a list of stages, each checked key by key
         return check_stage_list(doc, path, value)
+    if name == BUDGET:  # its error names the sub-key; with eval_every in check_arms
+        try:
+            budget_shape(value)
+        except BudgetError as err:
+            raise doc.fail((*path, *err.path), err.reason) from None
+        return value
     value = normalized(name, value)  # a boolean setting also takes yes/no/on/off
     if not _fits(value, _FIELD_TYPES[name]):
         expected = describe_field(name) + text_number_hint(value)

@@ -24,6 +24,7 @@ TOP_LEVEL_KEYS = (
 )
 # Trial settings that are not factors, and the top-level key that sets each instead.
 SET_AT_TOP = {
+    "metric": "metric",
     "trainable": "trainable",
     "model": "model",
     "data": "data",

@@ -12,6 +12,7 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from ray.tune import Callback
 
+from study.analysis import Analysis
 from study.names import (
     STUDY_TAGS,
     TRIAL_CONFIG,
@@ -31,6 +32,9 @@ from trainables.errors import first_line
 
 log = logging.getLogger(__name__)
 
+CONVERGED = "converged"  # tag of a completed trial run: "true" or "false"
+FINAL_GAIN = "final_gain"  # the trial's metric that decides it (trainables/curves.py)
+
 RETRY_S = 10  # seconds between tries while the tracking server is down
 DRAIN_S = 600  # at the end of a phase, how long to wait for it to come back
 
@@ -49,9 +53,11 @@ class MlflowTrackingCallback(Callback):
         study_run: str,
         arm_runs: dict,
         metric: str = "dev_f1",
+        analysis: Analysis | None = None,
     ):
         self.tracking_uri = tracking_uri
         self.metric = metric
+        self.analysis = analysis or Analysis()  # its plateau decides the `converged` tag
         self.experiment = experiment
         self.study_run = study_run
         self.arm_runs = dict(arm_runs)
@@ -166,6 +172,8 @@ class MlflowTrackingCallback(Callback):
         # how often Ray started the trial again after a failure (a lost node, a crash), each
         # time from its last checkpoint; the trial is still one run
         tags: dict[str, Any] = {"status": status, "retries": failures - int(errored)}
+        if status == "completed":
+            tags[CONVERGED] = str(converged(self, result)).lower()
         if errored:  # the error of the last attempt, and how often Ray ran it in all
             tags["error"] = _error_text(trial)
             tags["failures"] = failures
@@ -213,6 +221,15 @@ class MlflowTrackingCallback(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._finish(trial, errored=True)
+
+
+def converged(callback: MlflowTrackingCallback, result: dict[str, Any]) -> bool:
+    """Whether a completed trial had stopped improving: the study's declared plateau rule on
+    the trial's `final_gain` (a trial without one, from before it was reported, or with too
+    few evaluations to tell, counts as not converged). A callback pickled before the analysis
+    was kept on it uses the default rule."""
+    analysis = getattr(callback, "analysis", None) or Analysis()
+    return analysis.converged(float(result.get(FINAL_GAIN, float("nan"))))
 
 
 class _ResultWrite:

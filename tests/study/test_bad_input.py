@@ -270,6 +270,11 @@ CASES: dict[str, Case] = {
         ephocs=1,
     ),
     "unknown synthetic surface option": _unknown_surface_option,
+    "budget patience above max_epochs": _edit_case(
+        "fixed.budget.until_plateau.patience: 5 is not allowed: dev is evaluated once per epoch, "
+        "so patience may be at most max_epochs (3)",
+        fixed__budget={"until_plateau": {"patience": 5, "max_epochs": 3}},
+    ),
     "Optuna storage not a URL": lambda tmp, base: (
         [str(_study_with(tmp, base)), "--optuna-storage", "optuna.db"],
         "--optuna-storage optuna.db: not a database URL",

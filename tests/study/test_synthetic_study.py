@@ -109,12 +109,23 @@ def test_search_and_pruning_find_the_known_optimum_of_each_arm(tmp_path):
 
 
 def test_reports_none_ends_the_study_without_a_report_that_study_report_makes_later(tmp_path):
+    """Also: a step budget, and the `converged` tag on an arm made to learn 50 times slower
+    (the search range is narrow around both optima, so that only the slowdown decides)."""
     phases = {"explore": {"samples": 2, "seeds": 1}, "confirm": {"seeds": 2}}
-    quick = {**SEARCHING, "phases": phases}
-    study = write_synthetic_study(tmp_path, SURFACE, **quick)
+    search = {"lr": {"type": "loguniform", "low": 8.0e-5, "high": 1.5e-4}}
+    fixed = {"epochs": 3, "budget": {"steps": 60}}  # 3 epochs of 20 steps
+    quick = {**SEARCHING, "phases": phases, "search": search, "fixed": fixed}
+    surface = {**SURFACE, "slow_arm": {"depth": 3}, "slow_by": 50, "noise": 0.001}
+    study = write_synthetic_study(tmp_path, surface, **quick)
     done = run_study(study, tmp_path, "--reports", "none")
     assert done.returncode == 0, done.stderr[-3000:]
-    (study_run,) = runs_by_kind(tmp_path)["study"]
+    runs = runs_by_kind(tmp_path)
+    for run in (r for r in runs["trial"] if r.data.tags["phase"] == "confirm"):
+        slow = run.data.tags["arm"] == "depth=3"
+        assert run.data.tags["converged"] == ("false" if slow else "true"), run.data.metrics
+        assert (run.data.metrics["final_gain"] > 0.005) == slow
+        assert run.data.metrics["steps_run"] == 60 and run.data.params["budget"] == '{"steps": 60}'
+    (study_run,) = runs["study"]
     assert study_run.data.tags["state"] == "finished"
     assert (
         "no report made (--reports none); make it with: python -m study.report teststudy "

@@ -1,5 +1,8 @@
+import math
+
 import pytest
 
+from trainables.curves import final_gain
 from trainables.metrics import (
     entity_scores,
     learning_curve_area,
@@ -77,3 +80,22 @@ def test_steps_to_95_percent_of_final():
     assert steps_to_fraction_of_final(steps, [0.1, 0.5, 0.86, 0.9]) == 30  # 0.95*0.9 = 0.855
     assert steps_to_fraction_of_final(steps, [0.95, 0.5, 0.6, 0.9]) == 10
     assert steps_to_fraction_of_final(steps, [0.0, 0.0, 0.0, 0.0]) is None
+
+
+@pytest.mark.parametrize(
+    ("history", "mode", "gain"),
+    [
+        ([0.1, 0.2], "max", 0.1),  # two evaluations: the window is both
+        ([0.1, 0.3, 0.35], "max", 0.05),  # a third of 3 is 1: at least the last 2
+        ([0.0, 0.1, 0.2, 0.4, 0.5, 0.5], "max", 0.0),  # the last 2 of 6
+        ([0.0, 0.1, 0.2, 0.3, 0.5, 0.6, 0.6, 0.7, 0.9], "max", 0.3),  # the last 3 of 9
+        ([1.0, 0.8, 0.5, 0.45], "min", 0.05),  # a loss still falling: positive
+        ([0.2, 0.4, 0.3], "max", -0.1),  # a run past its peak: negative, converged
+    ],
+)
+def test_final_gain_is_the_gain_over_the_last_third(history, mode, gain):
+    assert final_gain(history, mode) == pytest.approx(gain)
+
+
+def test_final_gain_of_one_evaluation_is_unknown():
+    assert math.isnan(final_gain([0.5]))

@@ -73,19 +73,24 @@ def test_a_staged_trial_is_its_stages_run_by_hand(staged):
     # by hand: surgery as a trial without stages draws it, then each stage a trial of its own
     # started from the encoder the one before ended with, then the target
     encoder = Trial(target_config(config)).model.encoder.state_dict()
+    stages = []
     for index in range(2):
         stage = Trial(stage_config(config, index))
         stage.model.encoder.load_state_dict(encoder)
         run_all(stage)
         encoder = stage.model.encoder.state_dict()
+        stages.append(stage)
     target = Trial(target_config(config))
     target.model.encoder.load_state_dict(encoder)
     by_hand = run_all(target)[-1]
 
     assert same_weights(trial.model, target.model)
-    assert {k: v for k, v in final.items() if k in by_hand and k != "step"} == {
-        k: v for k, v in by_hand.items() if k != "step"
+    whole_trial = ("step", "steps_run", "tokens_seen")  # counted over every stage
+    assert {k: v for k, v in final.items() if k in by_hand and k not in whole_trial} == {
+        k: v for k, v in by_hand.items() if k not in whole_trial
     }
+    assert final["steps_run"] == sum(t.step for t in (*stages, target))
+    assert final["tokens_seen"] == sum(t.tokens_seen for t in (*stages, target))
 
 
 def test_each_stage_reports_under_its_prefix_and_the_target_alone_makes_the_curve(staged):
@@ -211,6 +216,10 @@ def test_arm_names_of_stage_lists():
          "intermediate[0].depth: not allowed in a stage: depth applies once, before the first"),
         ({"data": {"embedded": "wnut16"}, "lr": 0}, "intermediate[0].lr: 0 is not allowed"),
         ({"data": {"train": "a.txt"}}, "intermediate[0].data: missing split(s) ['dev', 'test']"),
+        ({"data": {"embedded": "wnut16"}, "budget": {"steps": 0}},
+         "intermediate[0].budget.steps: 0 is not allowed: an integer >= 1"),
+        ({"data": {"embedded": "wnut16"}, "budget": {"until_plateau": {"patience": 1}}},
+         "intermediate[0].budget.until_plateau.max_epochs: max_epochs is missing"),
     ],
 )  # fmt: skip
 def test_a_bad_stage_is_one_config_error(stage, message):
@@ -230,7 +239,8 @@ def test_the_command_line_runs_resumes_and_refuses_stages(
     assert command_line.main([*argv, "--set", "max_steps=6"]) == 0  # 6 steps in each stage
     assert (ckpt / "stages.json").exists() and "steps 12" in capsys.readouterr().out
     assert command_line.main([*argv, "--resume", "--set", "max_steps=12"]) == 0
-    assert "steps 24" in capsys.readouterr().out  # the target went on from its checkpoint
+    # the target went on from its checkpoint; the stage ran 6 steps (its checkpoint says so)
+    assert "steps 18" in capsys.readouterr().out
 
     bad = tmp_path / "bad.txt"
     bad.write_text("john\tB-PER\nsmith\tE-PER\n")
@@ -240,3 +250,32 @@ def test_the_command_line_runs_resumes_and_refuses_stages(
     err = capsys.readouterr().err.strip()
     assert err == (f"error: intermediate stage 0 (bad): {bad}:2: tag 'E-PER' is not in the "
                    "BIO/IOB2 scheme (expected O, B-TYPE or I-TYPE)")  # fmt: skip
+
+
+def test_stage_budgets_are_their_own_and_the_trial_counts_every_step(staged, tmp_path):
+    """A stage stopped by until_plateau and one with a step budget: the target's steps and
+    the trial's compute count what each stage ran, also after a resume in the target."""
+    plateau = {"until_plateau": {"patience": 1, "min_delta": 0.5, "max_epochs": 3}}
+    staged["intermediate"][0]["budget"] = plateau  # stops after its second evaluation
+    staged["intermediate"][1]["budget"] = {"steps": 5}
+    staged["budget"] = {"steps": 8}  # the target's alone
+    config = TrialConfig.from_dict(staged)
+    trial = new_trial(config)
+    history = run_all(trial)
+    final = history[-1]
+    first, second = trial.trials[0], trial.trials[1]
+    assert first.step == 2 * 6 < first.total_steps  # eval_every 6: stopped at the second
+    assert second.step == 5 and trial.target.step == 8
+    assert final["intermediate_steps"] == 17 and final["steps_run"] == final["step"] == 25
+    assert final["tokens_seen"] == sum(t.tokens_seen for t in trial.trials)
+    spent = {k: v for m in history for k, v in m.items() if k.endswith("steps_run")}
+    assert spent["stage0_steps_run"] == 12 and spent["stage1_steps_run"] == 5
+    again = new_trial(config)
+    for metrics in again.run():
+        if STAGE_KEY not in metrics:  # the target's first evaluation
+            break
+    again.save(tmp_path)
+    resumed = new_trial(config)
+    resumed.restore(tmp_path)
+    assert resumed.step == metrics["step"]
+    assert same(run_all(resumed)[-1], final)

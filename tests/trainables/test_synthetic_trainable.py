@@ -118,4 +118,44 @@ def test_unknown_and_bad_surface_options_are_refused():
         surface_of({"synthetic": {"noize": 0.1}})
     with pytest.raises(ConfigError, match="noise=-1 is not allowed"):
         surface_of({"synthetic": {"noise": -1}})
+    with pytest.raises(ConfigError, match="slow_by=0.5 is not allowed: a factor >= 1"):
+        surface_of({"synthetic": {"slow_by": 0.5}})
     assert surface_of("tagger") is None and surface_of("synthetic") == Surface()
+
+
+@pytest.mark.parametrize(("fraction", "per_epoch"), [(1.0, 20), (0.5, 10)])
+def test_a_step_budget_runs_its_steps_at_any_data_fraction(fraction, per_epoch):
+    budget = {"steps": 45}
+    results = list(trial({"steps_per_epoch": 20}, data_fraction=fraction, budget=budget).run())
+    assert [m["step"] for m in results] == [*range(per_epoch, 45, per_epoch), 45]
+    final = results[-1]
+    assert final["steps_run"] == 45 and final["tokens_seen"] == 45 * Surface.tokens_per_step
+
+
+def test_until_plateau_stops_keeps_the_best_evaluation_and_resumes_exactly(tmp_path):
+    budget = {"until_plateau": {"patience": 2, "min_delta": 0.01, "max_epochs": 20}}
+    settings = {"eval_every": 10, "seed": 1, "budget": budget}
+    whole = list(trial({"steps_per_epoch": 20}, **settings).run())
+    final = whole[-1]
+    assert final["steps_run"] < 400  # stopped before max_epochs
+    best = int(final["best_evaluation"])
+    assert len(whole) == best + 2  # patience 2 after the best
+    assert final["dev_f1"] == whole[best - 1]["dev_f1"] and final["best_step"] == best * 10
+    first = trial({"steps_per_epoch": 20}, **settings)
+    for metrics in first.run():
+        first.save(tmp_path)
+        if metrics["evaluation"] == best + 1:  # one evaluation of patience spent
+            break
+    resumed = trial({"steps_per_epoch": 20}, **settings)
+    resumed.restore(tmp_path)
+    assert list(resumed.run()) == [final]
+
+
+def test_a_slow_arm_is_still_learning_at_its_end():
+    """`slow_arm` makes the arm it names learn `slow_by` times slower: its final gain is large
+    where another arm's is about zero."""
+    surface = {"slow_arm": {"reinit_from": 12}, "slow_by": 10, "noise": 0.0}  # 12 layers
+    slow = list(trial(surface, reinit_from=12, epochs=5).run())[-1]  # re-initialises none
+    other = list(trial(surface, epochs=5).run())[-1]  # the same arm, at its own speed
+    assert slow["final_gain"] > 0.05 and abs(other["final_gain"]) < 0.005
+    assert slow["test_f1"] < other["test_f1"]

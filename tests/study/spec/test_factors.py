@@ -52,12 +52,36 @@ BAD = [
      "fixed.warmup_ratio: 1.5 is not allowed: expected in [0, 1)", "warmup_ratio: 1.5"),
     ("trial type", {"fixed.epochs": "three"},
      "fixed.epochs: 'three' is not allowed: epochs takes an integer", "epochs: three"),
+    ("budget steps zero", {"fixed.budget": {"steps": 0}},
+     "fixed.budget.steps: 0 is not allowed: an integer >= 1", "steps: 0"),
+    ("budget steps not an integer", {"grid.budget": [{"steps": 100}, {"steps": 2.5}]},
+     "grid.budget[1].steps: 2.5 is not allowed: an integer >= 1", "- steps: 2.5"),
+    ("budget kind misspelt", {"fixed.budget": {"until_platau": {"patience": 1}}},
+     "fixed.budget.until_platau: unknown budget kind 'until_platau' (did you mean "
+     "'until_plateau'?)", "until_platau:"),
+    ("budget patience negative", {"fixed.budget": {"until_plateau": {"patience": -1,
+     "max_epochs": 3}}}, "fixed.budget.until_plateau.patience: -1 is not allowed", "patience: -1"),
+    ("budget patience above max_epochs", {"fixed.budget": {"until_plateau": {"patience": 4,
+     "max_epochs": 3}}}, "fixed.budget.until_plateau.patience: 4 is not allowed: dev is "
+     "evaluated once per epoch, so patience may be at most max_epochs (3)", "patience: 4"),
+    ("budget with two kinds", {"fixed.budget": {"steps": 5, "until_plateau": {}}},
+     "fixed.budget: {'steps': 5, 'until_plateau': {}} is not allowed: one of", "budget:"),
     ("number quoted as text", {"fixed.lr": "0.001", "search": {}, "phases.explore": None,
      "phases.confirm.select": None}, "(0.001 is quoted, so YAML reads it as text", "lr: '0.001'"),
 ]  # fmt: skip
 
 
 test_errors_name_file_line_field_value_and_allowed = one_line_error_test(BAD)
+
+
+def test_a_budget_is_a_factor_and_patience_may_count_evaluations(tmp_path, study):
+    """`patience` above `max_epochs` is allowed when `eval_every` evaluates more often."""
+    plateau = {"until_plateau": {"patience": 4, "max_epochs": 3}}
+    study["grid"]["budget"] = [{"steps": 100}, plateau]
+    study["fixed"]["eval_every"] = 10
+    write(tmp_path, study)
+    loaded = load_study("study", folder=tmp_path)
+    assert loaded.grid["budget"] == ({"steps": 100}, plateau)
 
 
 def test_layer_counts_can_be_skipped(tmp_path, study):

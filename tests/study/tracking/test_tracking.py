@@ -10,7 +10,9 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
+from study.analysis import Analysis
 from study.tracking import MAX_BATCH, MlflowTrackingCallback, StudyTracker, result_batches
+from study.tracking.callback import converged
 
 
 class FlakyClient:
@@ -184,3 +186,32 @@ def test_a_callback_saved_under_the_old_module_path_still_loads():
         {"arm": "a1"},
         "dev_loss",
     )
+
+
+@pytest.mark.parametrize(
+    ("gain", "plateau", "tag"),
+    [
+        (0.004, 0.005, "true"),
+        (0.006, 0.005, "false"),
+        (0.006, 0.01, "true"),
+        (None, 0.005, "false"),
+    ],
+)
+def test_a_completed_trial_is_tagged_converged_by_the_declared_plateau(
+    callback, gain, plateau, tag
+):
+    cb, _ = callback
+    cb.analysis = Analysis(plateau=plateau)
+    trial = _trial()
+    final = {"step": 12, "final": 1.0, "dev_f1": 0.5}
+    trial.last_result = final | ({"final_gain": gain} if gain is not None else {})
+    trial.num_failures = 0
+    cb.on_trial_complete(0, [], trial)
+    run = cb.tracker.client.get_run(cb._runs[trial.trial_id])
+    assert run.data.tags["converged"] == tag and run.data.tags["status"] == "completed"
+
+
+def test_a_callback_pickled_without_an_analysis_uses_the_default_plateau():
+    callback = MlflowTrackingCallback("sqlite:///x.db", "s", "run-1", {"arm": "a1"})
+    del callback.analysis  # as one saved with a Tuner before the analysis was kept on it
+    assert converged(callback, {"final_gain": 0.004}) and not converged(callback, {})

@@ -38,7 +38,19 @@ def apply_profile(doc: Doc, profile: str | None) -> Doc:
     override = profiles[profile] or {}
     merged = _merge(base, override)
     _replace_retyped_distributions(merged, base, override)
+    _unfix_nulls(merged, override)
     return Doc(doc.display, merged, doc.lines, profile)
+
+
+def _unfix_nulls(merged: dict, override: dict) -> None:
+    # A profile's `fixed: {lr: null}` takes the base's fixed value out (the trial default, or
+    # the profile searches it): without this a profile could not search what the base fixes.
+    fixed, nulls = merged.get("fixed"), override.get("fixed")
+    if not (isinstance(fixed, dict) and isinstance(nulls, dict)):
+        return
+    for name, value in nulls.items():
+        if value is None:
+            fixed.pop(name, None)
 
 
 def _merge(base: Any, override: Any) -> Any:

@@ -51,6 +51,19 @@ def test_profile_changing_a_distribution_type_replaces_it(tmp_path, study):
     assert smoke.search["lr"] == Categorical(choices=tuple(choices))
 
 
+def test_profile_null_takes_a_fixed_factor_out_so_the_profile_can_vary_it(tmp_path, study):
+    study["profiles"]["default"] = {
+        "fixed": {"batch_size": None, "epochs": None},
+        "grid": {"batch_size": [8, 16]},
+    }
+    write(tmp_path, study)
+    varied = load_study("study", folder=tmp_path)
+    assert "batch_size" not in varied.fixed and "epochs" not in varied.fixed
+    assert varied.grid["batch_size"] == (8, 16)
+    base = load_study("study", profile=None, folder=tmp_path)
+    assert base.fixed["batch_size"] == 16 and "batch_size" not in base.grid
+
+
 def test_profile_can_switch_a_phase_off(tmp_path, study):
     study["profiles"]["smoke"]["phases"] = {"explore": None, "confirm": {"select": [{"lr": 1e-4}]}}
     write(tmp_path, study)

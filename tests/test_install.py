@@ -76,8 +76,8 @@ def _run(bin_dir: Path, cwd: Path, *command: str, timeout: float = 120):
 
 
 def test_installed_package_holds_the_studies(installed, tmp_path):
-    done = _run(installed, tmp_path, "python", "-c",
-                "import study, study.spec as s; print(study.__file__); print(s.known_studies())")  # fmt: skip
+    code = "import study, study.spec as s; print(study.__file__); print(s.known_studies())"
+    done = _run(installed, tmp_path, "python", "-c", code)
     assert done.returncode == 0, done.stderr
     where, studies = done.stdout.splitlines()
     assert Path(where).is_relative_to(installed.parent), where  # not the checkout's

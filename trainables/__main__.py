@@ -72,8 +72,8 @@ EXAMPLES = """examples:
 The same command is installed as `trainables-run`."""
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line, its wrong combinations refused in one line (exit 2)."""
+def build_parser() -> OneLineParser:
+    """The command line, with examples and exit codes in its help."""
     parser = OneLineParser(
         prog="python -m trainables",
         description="Train one tagger trial (no Ray, no MLflow) from a YAML file of trial "
@@ -94,6 +94,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--metrics-out", metavar="FILE", help="append every evaluation's metrics as JSON lines"
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, its wrong combinations refused in one line (exit 2)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.resume and not args.checkpoint_dir:
         parser.error("--resume continues from a saved state: give its --checkpoint-dir")

@@ -10,14 +10,19 @@ as git lists them (a fresh clone: no stale `build/`, no outputs).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import site
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from mlflow import MlflowClient
+
+from study.names import LIBRARIES_TAG
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,4 +119,9 @@ def test_smoke_study_from_an_empty_folder(installed, tmp_path):
                 "--num-cpus", "2", timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "reports" / "ner_depth-smoke" / "README.md").is_file()
-    assert (tmp_path / "mlflow.db").is_file()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("ner_depth")
+    [study_run] = client.search_runs([experiment.experiment_id], "tags.run_kind = 'study'")
+    versions = json.loads(study_run.data.tags[LIBRARIES_TAG])
+    assert versions["transformers"] == metadata.version("transformers")  # what the venv ran
+    assert study_run.data.tags["code_version"].startswith("ner-depth-study ")  # no checkout

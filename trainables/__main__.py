@@ -103,7 +103,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.resume and not args.checkpoint_dir:
         parser.error("--resume continues from a saved state: give its --checkpoint-dir")
+    if args.resume and not _holds_files(Path(args.checkpoint_dir)):
+        parser.error(f"--resume: {args.checkpoint_dir} holds no saved state; run once without "
+                     "--resume to make one")  # fmt: skip
     return args
+
+
+def _holds_files(folder: Path) -> bool:
+    """Checked before the model and data load, which take seconds."""
+    return folder.is_dir() and any(folder.iterdir())
 
 
 def main(argv: list[str] | None = None) -> int:

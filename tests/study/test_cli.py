@@ -104,12 +104,17 @@ WRONG_TRIAL_LINES = {
     "--resume without --checkpoint-dir": (["--resume"], "give its --checkpoint-dir"),
     "unknown flag": (["--sett", "lr=1"], "unrecognized arguments: --sett"),
     "--set without a value": (["--set"], "expected one argument"),
+    "--resume with an empty --checkpoint-dir": (
+        ["--resume", "--checkpoint-dir", "."],
+        "--resume: . holds no saved state",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(WRONG_TRIAL_LINES))
-def test_a_wrong_trial_command_line_is_one_line_and_exit_2(case, capsys):
+def test_a_wrong_trial_command_line_is_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys):
     argv, expected = WRONG_TRIAL_LINES[case]
+    monkeypatch.chdir(tmp_path)
     code, out, err = _exit_of(trial_cli.main, argv, capsys)
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and expected in err

@@ -61,13 +61,20 @@ REPORTS = ":(exclude)reports"
 def code_version() -> str:
     """The git commit, with +dirty when tracked files other than the generated reports have
     changed (a study run rewrites `reports/`, which says nothing about the code that ran),
-    else the package version."""
+    else the package version. An installed package is not a checkout: git would describe
+    whatever repository holds its environment."""
+    if not (REPO / "pyproject.toml").is_file():
+        return _package_version()
     try:
         commit = _git("rev-parse", "--short=12", "HEAD")
         changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", REPORTS)
         return commit + ("+dirty" if changed else "")
     except (OSError, subprocess.SubprocessError):
-        return "ner-depth-study " + metadata.version("ner-depth-study")
+        return _package_version()
+
+
+def _package_version() -> str:
+    return "ner-depth-study " + metadata.version("ner-depth-study")
 
 
 def _git(*args: str) -> str:
@@ -99,3 +106,21 @@ def hardware() -> str:
     except Exception:  # noqa: BLE001 - a description, never a reason to stop
         pass
     return text
+
+
+# the libraries a study's numbers depend on, whose versions the study run records
+LIBRARIES = ("torch", "transformers", "ray", "optuna", "mlflow", "datasets", "scipy",
+             "statsmodels", "numpy", "pandas")  # fmt: skip
+
+
+def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str]:
+    """The installed version of each library (torch's with its build, e.g. 2.13.0+cpu), as
+    resolved on the driver: the pyproject bounds allow a range, constraints.txt pins what was
+    tested, and this says what actually ran. A library not installed reads 'absent'."""
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "absent"
+    return versions

@@ -23,6 +23,7 @@ STUDY_KIND, ARM_KIND, TRIAL_KIND = "study", "arm", "trial"
 STUDY_RUN_ID = "study_run_id"  # on arm and trial runs: the study run they belong to
 ANALYSIS_TAG = "analysis"  # on the study run: the declared analysis, JSON
 REUSED_TAG = "confirm_reused"  # on an explore trial run that also counts as a confirm trial
+LIBRARIES_TAG = "library_versions"  # on the study run: JSON {library: installed version}
 OVERRIDES_TAG = "overrides"  # on the study run: the `--set KEY=VALUE` options, JSON
 OPTUNA_TAG = "optuna_storage"  # on the study run: the Optuna storage of the explore samples
 OPTUNA_STUDIES_TAG = "optuna_studies"  # on the study run: their study names, `<arm>` a pattern

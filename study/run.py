@@ -23,8 +23,10 @@ import shlex
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
+from study.catalog import help_table, listing, study_entries
 from study.execution import (
     PhaseContext,
     SpaceReserve,
@@ -50,6 +52,7 @@ from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
 from study.tracking.start import open_study_runs, probe_tracking
 from study.tracking.summary import confirm_summary
+from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, add_set_option, exit_codes
 from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError, joined
 
@@ -57,39 +60,104 @@ log = logging.getLogger("study")
 
 # exit codes: what a script or a scheduler running the study can act on
 EXIT_OK = 0
-EXIT_BAD_INPUT = 2  # the study file, a flag or a server: one line says which and why
 EXIT_STORAGE = 3  # the storage is full or does not answer: fix that, then --resume
 EXIT_INTERRUPTED = 130  # Ctrl-C or a stopped phase; the state is saved, --resume continues
 NO_REPORT = "none"  # --reports none: the study ends without its report (bench/scale.py)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m study.run", description=__doc__.split("\n")[0])
-    parser.add_argument("study", help="study name (a file in search_spaces/) or a YAML path")
-    parser.add_argument("--profile", default="default", help="profile in the study file")
+EXAMPLES = """examples:
+  python -m study.run --list                            # the studies, their profiles and files
+  python -m study.run ner_depth --dry-run               # print the plan and exit
+  python -m study.run ner_depth --profile smoke         # a few minutes' check of the whole path
+  python -m study.run ner_depth                         # the embedded default, on this machine
+  python -m study.run ner_depth --resume                # continue the newest interrupted run
+  python -m study.run ner_depth --profile cluster --address auto --storage s3://bucket/x
+  python -m study.run ~/ner/s.yaml --set fixed.epochs=5 --set data.train=~/ner/train.txt
+
+A study name is looked up as a path (NAME.yaml or holding a /), then in ./search_spaces/,
+then among the studies shipped with the package. The same command is installed as `study-run`."""
+
+EXIT_CODES = {
+    EXIT_OK: "the study finished and its report is written (or --dry-run / --list printed)",
+    EXIT_BAD_INPUT: "bad input: the study file, a flag or a server; one line says which and "
+    "why,\n       and nothing is written",
+    EXIT_STORAGE: "the storage is full or does not answer: fix that, then --resume",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C or a stopped phase): the state is saved, --resume "
+    "continues",
+}
+
+
+def build_parser(folder: Path | None = None) -> OneLineParser:
+    """The command line; its help lists the studies found (in `folder` alone when given, as
+    docs/cli.md does for the shipped ones)."""
+    studies = "studies found (python -m study.run --list describes them), with their profiles:\n"
+    parser = OneLineParser(
+        prog="python -m study.run",
+        description="Run a study on Ray Tune, tracked in MLflow: explore (Optuna samples per arm, "
+        "ASHA pruning),\nthen confirm (the chosen sample of each arm on held-out seeds), then "
+        "the report.",
+        epilog="\n\n".join(
+            [EXAMPLES, exit_codes(EXIT_CODES), studies + help_table(study_entries(folder))]
+        ),
+    )
+    parser.add_argument(
+        "study", nargs="?", help="study name (see the list below) or a study file's path"
+    )
+    parser.add_argument("--list", action="store_true", help="list the studies and exit")
+    parser.add_argument(
+        "--profile", default="default",
+        help="profile in the study file (default: 'default', else the file as it is)",
+    )  # fmt: skip
     parser.add_argument("--address", help="Ray cluster to join: 'auto' or HOST:PORT")
     parser.add_argument("--resume", action="store_true", help="continue the newest run")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    parser.add_argument("--max-concurrent", type=int, help="trials running at once")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
-    parser.add_argument("--storage", default="ray_results", help="Ray results: path or URI")
-    parser.add_argument("--num-cpus", type=int, help="CPUs for a local Ray (default: all)")
+    parser.add_argument("--max-concurrent", type=int, metavar="N", help="trials running at once")
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="MLflow tracking URI (default sqlite:///mlflow.db)")  # fmt: skip
+    parser.add_argument("--storage", default="ray_results", metavar="PATH_OR_URI",
+                        help="Ray results: path or URI (default ray_results)")  # fmt: skip
+    parser.add_argument("--num-cpus", type=int, metavar="N",
+                        help="CPUs for a local Ray (default: all)")  # fmt: skip
     parser.add_argument(
-        "--reports", default="reports",
-        help="where the report folder goes ('none': no report at the end; python -m "
-        "study.report makes it later)",
+        "--reports", default="reports", metavar="FOLDER",
+        help="where the report folder goes (default reports; 'none': no report at the end, "
+        "python -m study.report makes it later)",
     )  # fmt: skip
-    parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a study-file setting: a dotted key, a YAML value (repeatable)",
-    )  # fmt: skip
+    add_set_option(parser, "a study-file setting: a dotted KEY such as fixed.epochs")
     parser.add_argument("--verbose", action="store_true", help="also show Ray's own output")
     parser.add_argument(
-        "--optuna-storage",
+        "--optuna-storage", metavar="URL",
         help="Optuna storage URL for the explore samples, or 'none' (default: optuna.db beside "
         "a sqlite MLflow store, else in a local --storage folder)",
-    )
-    return parser.parse_args(argv)
+    )  # fmt: skip
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, its wrong combinations refused in one line (exit 2) before anything
+    is read or started."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = _flag_problem(args)
+    if problem:
+        parser.error(problem)
+    return args
+
+
+def _flag_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with this combination of flags, in a few words; None when nothing."""
+    if args.list:
+        return "--list takes no study name" if args.study else None
+    if not args.study:
+        return "name a study (python -m study.run --list shows them) or a study file"
+    if args.resume and args.dry_run:
+        return "--dry-run prints the plan of a new run: drop --resume (or --dry-run)"
+    if args.address and args.num_cpus is not None:
+        return "--num-cpus sizes a local Ray: a cluster joined with --address has its own CPUs"
+    for flag, value in (("--max-concurrent", args.max_concurrent), ("--num-cpus", args.num_cpus)):
+        if value is not None and value < 1:
+            return f"{flag} {value}: expected >= 1"
+    return None
 
 
 def _fail(message: str) -> int:
@@ -104,6 +172,9 @@ def _resume_line(study: str, profile: str, overrides: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.list:
+        print(listing(study_entries()))
+        return EXIT_OK
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )
@@ -170,8 +241,6 @@ def _check_before_writing(
     data is read), the data, the cluster's address, the Optuna storage. The spec with its one
     precision settled (study/precision.py) and its plan, the store, this invocation's folder
     in it, the study's state, the tracking URI and the Optuna storage URL."""
-    if args.max_concurrent is not None and args.max_concurrent < 1:
-        raise UserInputError(f"--max-concurrent {args.max_concurrent}: expected >= 1")
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
     uri = tracking_uri(args.tracking_uri)

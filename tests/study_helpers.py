@@ -82,10 +82,13 @@ SMALL_STUDY = {
 
 
 def study_command(study: Path, tmp: Path, *extra: str) -> list[str]:
+    """The driver's command line; a local Ray of 2 CPUs unless `extra` joins a cluster (whose
+    CPUs --num-cpus cannot set: the driver refuses the two together)."""
+    cpus = [] if "--address" in extra else ["--num-cpus", "2"]
     return [
         sys.executable, "-m", "study.run", str(study), "--profile", "default",
         "--storage", str(tmp / "ray_results"), "--tracking-uri", tracking_uri(tmp),
-        "--num-cpus", "2", "--reports", str(tmp / "reports"), *extra,
+        *cpus, "--reports", str(tmp / "reports"), *extra,
     ]  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from trainables.command_line import OneLineParser, add_set_option, exit_codes
 from trainables.config import TrialConfig
 from trainables.errors import TrainingDiverged, UserInputError, joined
 from trainables.stage_config import STAGE_KEY, stage_prefix
@@ -62,21 +63,64 @@ def _run_logged(
     return metrics
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m trainables", description="Train one tagger trial (no Ray, no MLflow)."
+EXAMPLES = """examples:
+  python -m trainables --set lr=3e-5 --set epochs=1     # the embedded MiniLM on WNUT-16
+  python -m trainables --config trial.yaml --set seed=3 --metrics-out m.jsonl
+  python -m trainables --config trial.yaml --checkpoint-dir ckpt     # saved at every evaluation
+  python -m trainables --config trial.yaml --checkpoint-dir ckpt --resume   # continue it
+
+The same command is installed as `trainables-run`."""
+
+
+def build_parser() -> OneLineParser:
+    """The command line, with examples and exit codes in its help."""
+    parser = OneLineParser(
+        prog="python -m trainables",
+        description="Train one tagger trial (no Ray, no MLflow) from a YAML file of trial "
+        "settings\nand --set overrides; print its dev and test F1.",
+        epilog=EXAMPLES + "\n\n" + exit_codes({
+            0: "the trial finished (its F1 printed)",
+            2: "bad input (a flag, the YAML file, a setting) or a diverged trial: one line",
+        }),
+    )  # fmt: skip
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML file of trial settings (TrialConfig fields)"
     )
-    parser.add_argument("--config", help="YAML file of trial settings (TrialConfig fields)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--checkpoint-dir", help="save the full state here at every evaluation")
+    add_set_option(parser, "a trial setting (a TrialConfig field: lr, epochs, seed, ...)")
+    parser.add_argument(
+        "--checkpoint-dir", metavar="DIR", help="save the full state here at every evaluation"
+    )
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
-    parser.add_argument("--metrics-out", help="append every evaluation's metrics as JSON lines")
+    parser.add_argument(
+        "--metrics-out", metavar="FILE", help="append every evaluation's metrics as JSON lines"
+    )
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, its wrong combinations refused in one line (exit 2)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.resume and not args.checkpoint_dir:
+        parser.error("--resume continues from a saved state: give its --checkpoint-dir")
+    if args.resume and not _holds_files(Path(args.checkpoint_dir)):
+        parser.error(f"--resume: {args.checkpoint_dir} holds no saved state; run once without "
+                     "--resume to make one")  # fmt: skip
+    return args
+
+
+def _holds_files(folder: Path) -> bool:
+    """Checked before the model and data load, which take seconds."""
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     started = time.time()
     try:
         values = load_yaml(Path(args.config).read_text()) or {} if args.config else {}
-        values.update(_parse_overrides(args.set))
+        values.update(_parse_overrides(args.overrides))
         trial = new_trial(TrialConfig.from_dict(values))
         if args.resume:
             trial.restore(args.checkpoint_dir)

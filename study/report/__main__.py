@@ -17,22 +17,45 @@ from pathlib import Path
 
 from study.names import tracking_uri
 from study.report.build import write_report
+from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes
 from trainables.errors import UserInputError, joined
 
+EXAMPLES = """examples:
+  python -m study.report ner_depth                      # the newest finished ner_depth study
+  python -m study.report ner_depth --run-id RUN --out reports/x --tracking-uri URI
+  python -m study.report ner_reinit --layers            # refuse a study without layer data
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m study.report", description=__doc__.split("\n")[0]
-    )
+The same command is installed as `study-report`."""
+
+
+def build_parser() -> OneLineParser:
+    """The command line, with examples and exit codes in its help."""
+    parser = OneLineParser(
+        prog="python -m study.report",
+        description="Write a study's report (README.md, CSV tables, PNG plots) from MLflow: the "
+        "arms compared\npaired by seed on the confirm phase, under the study's declared analysis.",
+        epilog=EXAMPLES + "\n\n" + exit_codes({
+            0: "the report is written (and logged to the study run unless --no-mlflow)",
+            2: "bad input: no such store, study or run, or a study the report cannot read; "
+            "one line",
+        }),
+    )  # fmt: skip
     parser.add_argument("study", help="study name (the MLflow experiment)")
-    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default sqlite:///mlflow.db)")
-    parser.add_argument("--out", help="report folder (default reports/<study>[-<profile>])")
-    parser.add_argument("--run-id", help="the study run (default: the newest finished one)")
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="MLflow tracking URI (default sqlite:///mlflow.db)")  # fmt: skip
+    parser.add_argument("--out", metavar="FOLDER",
+                        help="report folder (default reports/<study>[-<profile>])")  # fmt: skip
+    parser.add_argument("--run-id", metavar="RUN",
+                        help="the study run (default: the newest finished one)")  # fmt: skip
     parser.add_argument("--no-mlflow", action="store_true", help="do not log back to MLflow")
     parser.add_argument("--layers", action="store_true",
                         help="require the cross-trial layer comparisons: refuse a study whose "
                         "trials kept no layer fingerprints")  # fmt: skip
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,14 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     uri = tracking_uri(args.tracking_uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         print(f"error: no MLflow store at {uri}; run the study first", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     try:
         report = write_report(uri, args.study, args.out, args.run_id,
                               log_to_mlflow=not args.no_mlflow,
                               require_layers=args.layers)  # fmt: skip
     except UserInputError as err:
         print(f"error: {joined(err)}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     print(report.summary_line())
     return 0
 

@@ -24,7 +24,7 @@ from study.spec.paths import data_locations, model_location
 from study.spec.phases import declared_analysis, study_phases, study_seeds
 from study.spec.profiles import apply_profile
 from study.spec.provenance import fixed_provenance
-from study.spec.reading import SEARCH_SPACES, find_study, read_study
+from study.spec.reading import find_study, read_study
 from study.spec.stages import check_stage_factor, locate_stage_data
 from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
 from study.spec.validated import Metric, StudySpec
@@ -40,7 +40,7 @@ METRIC_MODES = ("max", "min")
 def load_study(
     name_or_path: str,
     profile: str | None = "default",
-    folder: Path = SEARCH_SPACES,
+    folder: Path | None = None,
     *,
     overrides: Sequence[str] = (),
     resolve_model_layers: bool = True,
@@ -48,10 +48,11 @@ def load_study(
 ) -> StudySpec:
     """Read, merge and validate a study, so that a bad file fails here and not hours into a run.
 
-    `name_or_path` is a study name (`folder/NAME.yaml`) or a path to a YAML file. `profile`
-    names an entry of the file's `profiles`, deep-merged onto the base (mappings merged key by
-    key, anything else replaced; a search factor whose `type` changes is replaced whole);
-    None uses the base, and "default" falls back to the base when the file has no such profile.
+    `name_or_path` is a path to a YAML file or a study name: `folder/NAME.yaml`, or without
+    `folder`, `./search_spaces/NAME.yaml` then the shipped study (`reading.study_folders`).
+    `profile` names an entry of the file's `profiles`, deep-merged onto the base (mappings
+    merged key by key, anything else replaced; a search factor whose `type` changes is replaced
+    whole); None uses the base, and "default" falls back to the base when the file has none.
     A null phase, `search` or `asha` counts as absent, so a profile can switch one off. A missing
     `data` is the trial default; a missing `confirm.select` is 'best' with an explore phase, and
     a single empty sample (each arm runs once) when there is neither explore nor `search`.
@@ -67,7 +68,7 @@ def load_study(
     those given in an override against the current folder (see `study.spec.paths`).
     """
     parsed = parse_overrides(overrides)
-    path = find_study(name_or_path, Path(folder))
+    path = find_study(name_or_path, folder)
     base = read_study(path)
     doc = apply_overrides(apply_profile(base, profile), parsed)
     return _build(doc, path, resolve_model_layers, download)

@@ -21,30 +21,56 @@ from study.spec.profiles import check_profiles
 from trainables.errors import joined
 from trainables.yaml_reading import Loader
 
-SEARCH_SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
+# the studies shipped with the package: in a checkout a link to search_spaces/ at its root
+SEARCH_SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
+# a researcher's own studies, looked up before the shipped ones (relative to the working folder)
+LOCAL_SEARCH_SPACES = Path("search_spaces")
 
 
-def known_studies(folder: Path = SEARCH_SPACES) -> list[str]:
-    """Study names (file stems) in `folder`, for listings and 'unknown study' messages."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    return sorted(path.stem for path in folder.glob("*.yaml") if path.is_file())
+def study_folders(folder: Path | None = None) -> list[Path]:
+    """Where a study name is looked up, in order: `folder` alone when given, else
+    `./search_spaces/` then the shipped studies (one entry when they are the same folder, as
+    in a checkout's root)."""
+    if folder is not None:
+        return [Path(folder)]
+    folders: list[Path] = []
+    for candidate in (LOCAL_SEARCH_SPACES, SEARCH_SPACES):
+        if candidate.is_dir() and all(not candidate.samefile(f) for f in folders):
+            folders.append(candidate)
+    return folders
 
 
-def find_study(name_or_path: str, folder: Path) -> Path:
+def study_files(folder: Path | None = None) -> dict[str, Path]:
+    """Each study name and the file it resolves to, the first folder in `study_folders` that
+    has it winning."""
+    found: dict[str, Path] = {}
+    for place in study_folders(folder):
+        for path in sorted(place.glob("*.yaml")):
+            if path.is_file():
+                found.setdefault(path.stem, path)
+    return dict(sorted(found.items()))
+
+
+def known_studies(folder: Path | None = None) -> list[str]:
+    """Study names (file stems) in `folder`, or where `study_folders` looks, for listings and
+    'unknown study' messages."""
+    return list(study_files(folder))
+
+
+def find_study(name_or_path: str, folder: Path | None = None) -> Path:
+    """A path (a name ending in .yaml/.yml or holding a slash) as it is; a name in
+    `study_folders(folder)`."""
     if name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path or "/" in name_or_path:
         path = Path(name_or_path).expanduser()
         if not path.is_file():
             raise SpecError(f"{name_or_path}: no such study file")
         return path
-    path = folder / f"{name_or_path}.yaml"
-    if path.is_file():
+    path = study_files(folder).get(name_or_path)
+    if path is not None:
         return path
     known = ", ".join(known_studies(folder)) or "(none)"
-    raise SpecError(
-        f"unknown study {name_or_path!r}; known studies in {display_path(folder)}: {known}"
-    )
+    places = " or ".join(display_path(place) for place in study_folders(folder)) or "(none)"
+    raise SpecError(f"unknown study {name_or_path!r}; known studies in {places}: {known}")
 
 
 def display_path(path: Path) -> str:

@@ -3,10 +3,10 @@ study run and its arm runs with what makes their numbers traceable.
 
 The checks come before Ray starts: MLflow's own client retries an unreachable server for
 minutes, and a bad URI found after the trials started would leave them with nowhere to write.
-The study run carries the plan, the code, model and data fingerprints, the precision, the
-hardware and the declared analysis, so a number in MLflow can be traced to what produced it;
-it is found again by the invocation id after a restart, so `--resume` writes under the same
-runs.
+The study run carries the plan, the code, model and data fingerprints, the library versions,
+the precision, the hardware and the declared analysis, so a number in MLflow can be traced to
+what produced it; it is found again by the invocation id after a restart, so `--resume` writes
+under the same runs.
 """
 
 from __future__ import annotations
@@ -18,10 +18,17 @@ from typing import Any
 
 import yaml
 
-from study.fingerprint import code_version, data_fingerprint, hardware, model_fingerprint
+from study.fingerprint import (
+    code_version,
+    data_fingerprint,
+    hardware,
+    library_versions,
+    model_fingerprint,
+)
 from study.names import (
     ANALYSIS_TAG,
     FIXED_FROM_TAG,
+    LIBRARIES_TAG,
     OVERRIDES_TAG,
     STUDY_ARTIFACT,
     TRAINABLE_TAG,
@@ -84,6 +91,7 @@ def open_study_runs(
         PRECISION_KEY: resolved_precision(spec),  # the one of every trial (study/precision.py)
         "study_file": str(spec.path),
         "hardware": hardware(),
+        LIBRARIES_TAG: json.dumps(library_versions()),
         ANALYSIS_TAG: spec.analysis.to_json(),
         OVERRIDES_TAG: json.dumps(state.get("overrides", [])),
         **(more_tags or {}),

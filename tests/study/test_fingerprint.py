@@ -45,6 +45,7 @@ def test_code_version_is_dirty_for_code_changes_but_not_for_regenerated_reports(
     (tmp_path / "reports").mkdir()
     (tmp_path / "reports" / "README.md").write_text("old report\n")
     (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\n")  # a checkout's root
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
     monkeypatch.setattr(fingerprint, "REPO", tmp_path)
@@ -54,3 +55,17 @@ def test_code_version_is_dirty_for_code_changes_but_not_for_regenerated_reports(
     assert fingerprint.code_version() == clean
     (tmp_path / "code.py").write_text("x = 2\n")
     assert fingerprint.code_version() == clean + "+dirty"
+    # an installed package (no pyproject.toml beside it) in a venv inside some git repository
+    monkeypatch.setattr(fingerprint, "REPO", tmp_path / "reports")
+    assert fingerprint.code_version().startswith("ner-depth-study ")
+
+
+def test_library_versions_are_the_installed_ones():
+    from importlib import metadata
+
+    from study.fingerprint import LIBRARIES, library_versions
+
+    versions = library_versions()
+    assert list(versions) == list(LIBRARIES)
+    assert all(versions[name] == metadata.version(name) for name in LIBRARIES)
+    assert library_versions(("no-such-library-here",)) == {"no-such-library-here": "absent"}

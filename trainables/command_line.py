@@ -1,0 +1,44 @@
+"""The argparse pieces every command of the project shares (`python -m study.run`,
+`python -m study.report`, `python -m trainables`), so that they read and fail alike: a bad
+command line is one `error:` line and exit 2, as a bad study file is, and `--set` means the same
+everywhere (repeatable, one KEY=VALUE each)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+EXIT_BAD_INPUT = 2  # a flag, a file or a server is wrong: one line says which and why
+HELP_WIDTH = 100  # fixed, so that `--help` and docs/cli.md do not depend on the terminal
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, except that a wrong command line is one `error:` line, not a usage dump: a
+    script or a scheduler reads the same form from every mistake the commands refuse."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _formatter)
+        super().__init__(**kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """Examples and exit codes in the epilog keep their lines; the width is fixed."""
+    return argparse.RawDescriptionHelpFormatter(prog, width=HELP_WIDTH)
+
+
+def add_set_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--set KEY=VALUE`, repeatable, into `args.overrides` in the order given; `what` says
+    what a KEY names for this command."""
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help=f"override {what}; the VALUE is read as YAML (3e-5 a number, off a word); "
+        "repeatable, one KEY=VALUE each",
+    )  # fmt: skip
+
+
+def exit_codes(codes: dict[int, str]) -> str:
+    """The epilog's exit-code table."""
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in codes.items())

@@ -11,8 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from trainables.data.sources import data_inputs
-from trainables.model_source import resolve_model
+from trainables.settings import data_inputs, resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -28,7 +28,7 @@ OPTUNA_TAG = "optuna_storage"  # on the study run: the Optuna storage of the exp
 OPTUNA_STUDIES_TAG = "optuna_studies"  # on the study run: their study names, `<arm>` a pattern
 STUDY_ARTIFACT = "study.yaml"  # on the study run: the study as it ran (profile, overrides)
 # MLflow artifacts: the folder of a trial run that holds its layer fingerprint
-# (trainables.fingerprints.FILE_NAME), logged by study/tracking/artifacts.py
+# (trainables.measures.fingerprints.FILE_NAME), logged by study/tracking/artifacts.py
 FINGERPRINT_ARTIFACT = "fingerprint"
 TRAINABLE_TAG = "trainable"  # on the study run: tagger, or synthetic (never a finding)
 

@@ -50,8 +50,7 @@ from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
 from study.tracking.start import open_study_runs, probe_tracking
 from study.tracking.summary import confirm_summary
-from trainables.data.sources import load_checked_splits
-from trainables.errors import UserInputError, joined
+from trainables.settings import UserInputError, joined, load_checked_splits
 
 log = logging.getLogger("study")
 

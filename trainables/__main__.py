@@ -1,7 +1,7 @@
 """`python -m trainables`: train one trial from a YAML file and `--set` overrides, without Ray
 or MLflow (docs/study-files.md). Each evaluation is logged, and with `--checkpoint-dir` saved,
 so an interrupted run continues with `--resume`; bad input is one `error:` line and exit 2.
-`python -m trainables.train` is the same command under its older name."""
+`python -m trainables` is the same command under its older name."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import yaml
 
-from trainables.config import TrialConfig
 from trainables.errors import TrainingDiverged, UserInputError, joined
-from trainables.stage_config import STAGE_KEY, stage_prefix
-from trainables.stages import StagedTrial
-from trainables.train import Trial
-from trainables.trials import new_trial
+from trainables.settings.config import TrialConfig
+from trainables.settings.stage_config import STAGE_KEY, stage_prefix
+from trainables.training.stages import StagedTrial
+from trainables.training.train import Trial
+from trainables.training.trials import new_trial
 from trainables.yaml_reading import load_yaml, parse_value
 
-log = logging.getLogger("trainables.train")  # the logger a trial's own lines go to
+log = logging.getLogger("trainables.training.train")  # the logger a trial's own lines go to
 
 
 def _parse_overrides(pairs: list[str]) -> dict:

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
-from trainables.errors import UserInputError
+from trainables.settings import UserInputError
 
 STATE_FILE = "study.json"
 

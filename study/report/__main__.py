@@ -17,7 +17,7 @@ from pathlib import Path
 
 from study.names import tracking_uri
 from study.report.build import write_report
-from trainables.errors import UserInputError, joined
+from trainables.settings import UserInputError, joined
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

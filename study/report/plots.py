@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 from study.names import EXPLORE  # noqa: E402
 from study.report.data import StudyRecord  # noqa: E402
 from study.report.text import factor_text  # noqa: E402
-from trainables.stage_config import INTERMEDIATE, stage_label  # noqa: E402
+from trainables.settings import INTERMEDIATE, stage_label  # noqa: E402
 
 LABELS = {
     "dev_f1": "dev F1 (conlleval)",

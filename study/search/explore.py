@@ -50,7 +50,7 @@ from study.search.tune_internals import (
     new_asha,
 )
 from study.spec import StudySpec, finite_points
-from trainables.errors import first_line
+from trainables.settings import first_line
 
 log = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)

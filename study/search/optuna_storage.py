@@ -29,7 +29,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from study.search.record import SampleRecord
-from trainables.errors import UserInputError, first_line
+from trainables.settings import UserInputError, first_line
 
 log = logging.getLogger(__name__)
 

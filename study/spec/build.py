@@ -27,11 +27,19 @@ from study.spec.reading import SEARCH_SPACES, find_study, read_study
 from study.spec.stages import check_stage_factor, locate_stage_data
 from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
 from study.spec.validated import Metric, StudySpec
-from trainables import layouts
-from trainables.config import TrialConfig
-from trainables.data.sources import CORPUS_KINDS, SPLITS, UNTYPED, data_inputs
-from trainables.errors import ConfigError, ModelError
-from trainables.model_source import read_config_json, resolve_model
+from trainables.settings import (
+    CORPUS_KINDS,
+    LAYOUTS,
+    SPLITS,
+    UNTYPED,
+    ConfigError,
+    ModelError,
+    TrialConfig,
+    data_inputs,
+    layout_of,
+    read_config_json,
+    resolve_model,
+)
 
 METRIC_MODES = ("max", "min")
 
@@ -207,7 +215,7 @@ def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> 
             return Shape(0, 0)
         raise doc.fail(("model",), f"cannot read the config of {model!r}: {err}") from None
     try:
-        layout = layouts.layout_of(config["model_type"])
+        layout = layout_of(config["model_type"])
     except ModelError as err:
         raise doc.bad(("model",), model, str(err)) from None
     return Shape(int(config[layout.layers_field]), int(config[layout.heads_field]))
@@ -218,11 +226,11 @@ def model_config(resolved: str, hub_only: bool) -> dict[str, Any]:
     has them, so that checking a study imports no torch; else through transformers, which
     knows each family's defaults and downloads hub configs."""
     local = read_config_json(resolved) if Path(resolved).is_dir() else None
-    layout = layouts.LAYOUTS.get(local.get("model_type")) if local else None
+    layout = LAYOUTS.get(local.get("model_type")) if local else None
     if layout and all(name in local for name in layout.fields()):
         return local
     from transformers import AutoConfig  # imports torch: only when config.json falls short
 
     config = AutoConfig.from_pretrained(resolved, local_files_only=hub_only)
-    names = {name for lay in layouts.LAYOUTS.values() for name in lay.fields()}
+    names = {name for lay in LAYOUTS.values() for name in lay.fields()}
     return {"model_type": config.model_type, **{n: getattr(config, n, None) for n in names}}

@@ -18,8 +18,7 @@ import yaml
 from study.spec.document import Doc, FieldPath, SpecError, dotted
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
-from trainables.errors import joined
-from trainables.yaml_reading import Loader
+from trainables.settings import Loader, joined
 
 SEARCH_SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 

@@ -27,7 +27,7 @@ from study.tracking.store import (
     result_batches,
     trial_status,
 )
-from trainables.errors import first_line
+from trainables.settings import first_line
 
 log = logging.getLogger(__name__)
 

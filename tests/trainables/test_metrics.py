@@ -1,6 +1,6 @@
 import pytest
 
-from trainables.metrics import (
+from trainables.training.metrics import (
     entity_scores,
     learning_curve_area,
     steps_to_fraction_of_final,

@@ -9,9 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.tiny import MODEL_TYPES, sample_batch, tiny_config, tiny_encoder, tiny_model_folder
-from trainables import surgery, tagger
 from trainables.errors import ModelError
-from trainables.tagger import (
+from trainables.model import surgery, tagger
+from trainables.model.tagger import (
     EMBEDDED_MODEL,
     Tagger,
     build_tagger,

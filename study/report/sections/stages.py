@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 from study.report.data import StudyRecord, learning_curves  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import frame_table, num, stage_sequence  # noqa: E402
-from trainables.stage_config import stage_prefix  # noqa: E402
+from trainables.settings import stage_prefix  # noqa: E402
 
 CURVES, MOVED, SUMMARY = "stage_curves", "stage_dynamics", "stage_summary"
 TARGET = "target"

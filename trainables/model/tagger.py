@@ -23,10 +23,10 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from trainables import surgery
-from trainables.dropout import use_mask_attention_dropout, use_mask_dropout
 from trainables.errors import ModelError, first_line
-from trainables.model_source import EMBEDDED_MODEL, resolve_model  # noqa: F401 - re-exported
+from trainables.model import surgery
+from trainables.model.dropout import use_mask_attention_dropout, use_mask_dropout
+from trainables.settings.model_source import EMBEDDED_MODEL, resolve_model  # noqa: F401 - re-exported
 
 IGNORE_INDEX = -100
 
@@ -224,7 +224,7 @@ def build_tagger(
         surgery.reinit_heads(encoder, reinit_heads, generator, std=reinit_std)
     tagger = Tagger(encoder, num_labels, dropout, generator, probe=probe)
     _freeze(tagger.encoder, freeze)
-    use_mask_dropout(tagger)  # cheaper masks on CPU, same keep rule (trainables/dropout.py)
+    use_mask_dropout(tagger)  # cheaper masks on CPU, same keep rule (trainables/model/dropout.py)
     use_mask_attention_dropout(tagger.encoder)
     return tagger, tokenizer
 

@@ -1,5 +1,5 @@
 """Entity-level scores, and the convergence summaries the depth study is about (defined in
-`trainables.curves`, which needs no seqeval, and importable from here).
+`trainables.training.curves`, which needs no seqeval, and importable from here).
 
 `conlleval` mode (seqeval's default, lenient about ill-formed spans such as an entity that
 starts with I-) is the metric of record so numbers compare with the literature; `strict`
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from seqeval.metrics import classification_report
 from seqeval.scheme import IOB2
 
-from trainables.curves import learning_curve_area, steps_to_fraction_of_final
+from trainables.training.curves import learning_curve_area, steps_to_fraction_of_final
 
 __all__ = [
     "EntityScores", "MODES", "entity_scores", "learning_curve_area", "steps_to_fraction_of_final",

@@ -1,5 +1,5 @@
 """The optimizer side of a trial: its step budget, AdamW with a head learning rate under warmup
-and decay, and gradient clipping. Used by `trainables.train.Trial`."""
+and decay, and gradient clipping. Used by `trainables.training.train.Trial`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from trainables.config import TrialConfig
-from trainables.tagger import Tagger, param_groups
+from trainables.model.tagger import Tagger, param_groups
+from trainables.settings.config import TrialConfig
 
 
 def lr_multiplier(schedule: str, warmup: int, total: int):

@@ -1,6 +1,6 @@
 """A trial with intermediate stages: each stage a whole `Trial` of its own, the encoder handed on.
 
-    trial = new_trial(TrialConfig.from_dict(config))   # trainables/trials.py: a StagedTrial
+    trial = new_trial(TrialConfig.from_dict(config))   # a StagedTrial (training/trials.py)
     for metrics in trial.run(): ...                     # same protocol as Trial
 
 Stage i is exactly the trial `stage_config(config, i)` (its own data, label map, head,
@@ -21,7 +21,7 @@ from one trial to the next, gives the same weights bit for bit on CPU, and:
   keep their own names, learning-curve area and steps to 95% are the target's alone, and its
   final result adds each stage's layer dynamics (`dyn/stage<i>_<measure>/<layer>`, measured
   against the pretrained encoder when the stage ended) and `intermediate_steps`.
-- A checkpoint is the running stage's own (trainables/train.py) plus `stages.json`: which
+- A checkpoint is the running stage's own (trainables/training/train.py) plus `stages.json`: which
   stage, and the dynamics carried so far. Without it the checkpoint is the target's, as every
   checkpoint of a trial without stages is.
 """
@@ -37,16 +37,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainables.config import TrialConfig
 from trainables.errors import ConfigError, UserInputError
-from trainables.stage_config import (
+from trainables.settings.config import TrialConfig
+from trainables.settings.stage_config import (
     HEAD_KEPT,
     INTERMEDIATE_STEPS,
     STAGE_KEY,
     check_stages,
     stage_prefix,
 )
-from trainables.train import Trial
+from trainables.training.train import Trial
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The study asks how much of a pretrained encoder a tagger needs, so these operati
 everything they do not target bit-identical, and must be reproducible from a seeded
 `torch.Generator` alone (never the global RNG), so one seed fixes a whole trial.
 
-Only the encoder families listed in `trainables.layouts.LAYOUTS` are supported; guessing at
+Only the encoder families listed in `trainables.settings.layouts.LAYOUTS` are supported; guessing at
 an unknown layout could silently operate on the wrong modules.
 """
 
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from trainables.errors import ModelError
-from trainables.layouts import (  # noqa: F401 - SUPPORTED_MODEL_TYPES re-exported
+from trainables.settings.layouts import (  # noqa: F401 - SUPPORTED_MODEL_TYPES re-exported
     DEPTH_FORMS,
     RELATIVE_DEPTH,
     SUPPORTED_MODEL_TYPES,

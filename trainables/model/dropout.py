@@ -12,7 +12,7 @@ backward of a 16 x 40 x 384 bf16 dropout 0.80 ms instead of 1.30 ms of CPU time.
 
 The masks differ from torch's for the same seed, so a trial's numbers differ from those of
 the code before this module; they remain a function of the seed alone, and the draws come
-from the global generator that trainables/train.py seeds and saves in checkpoints, so a
+from the global generator that trainables/training/train.py seeds and saves in checkpoints, so a
 resumed trial continues the same stream. Elsewhere (CUDA) torch's own fused dropout is used.
 """
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainables.errors import ConfigError
-from trainables.precision import AUTO, PRECISIONS
-from trainables.sizes import parse_size
-from trainables.stage_config import check_stages
-from trainables.surface import TAGGER, surface_of
+from trainables.settings.precision import AUTO, PRECISIONS
+from trainables.settings.sizes import parse_size
+from trainables.settings.stage_config import check_stages
+from trainables.settings.surface import TAGGER, surface_of
 from trainables.yaml_reading import bool_word
 
 SCHEDULES = ("linear", "cosine", "constant")
@@ -35,8 +35,9 @@ class TrialConfig:
     freeze: str | int | None = None  # "embeddings" or n = embeddings + first n blocks
     probe: bool = False  # freeze the whole encoder, train only the head
     dropout: float = 0.1
-    # stages trained before the target, each with its own data and head (trainables/stages.py;
-    # checked by trainables/stage_config.py); [] trains the target from the pretrained encoder
+    # stages trained before the target, each with its own data and head
+    # (trainables/training/stages.py; checked by trainables/settings/stage_config.py); [] trains
+    # the target from the pretrained encoder
     intermediate: list[dict[str, Any]] = field(default_factory=list)
     # optimisation
     lr: float = 5e-5
@@ -58,12 +59,13 @@ class TrialConfig:
     eval_every: int | None = None  # steps; None evaluates at the end of each epoch
     eval_extra_each_time: bool = False  # also score extra eval sets at every evaluation
     eval_batch_tokens: int = 8192
-    # how far each layer moved from the pretrained encoder (trainables.dynamics), measured on
-    # the first `dynamics_sentences` dev windows: after the last step, at every evaluation, or off
+    # how far each layer moved from the pretrained encoder (trainables.measures.dynamics),
+    # measured on the first `dynamics_sentences` dev windows: after the last step, at every
+    # evaluation, or off
     dynamics: str = "end"
     dynamics_sentences: int = 64
     # with dynamics on, the final encoder's layer fingerprint on that sample
-    # (trainables/fingerprints), for comparing trials with each other; capped in size
+    # (trainables/measures/fingerprints), for comparing trials with each other; capped in size
     # (e.g. "20MB": the sample's last sentences are dropped until it fits), or off
     fingerprint: bool = True
     fingerprint_max_bytes: int | float | str | None = None
@@ -73,7 +75,7 @@ class TrialConfig:
     threads: int | None = None
     # fault injection for tests of the orchestration: raise at this step
     fail_at_step: int | None = None
-    # what trains: the tagger, or the synthetic response surface of trainables/surface.py
+    # what trains: the tagger, or the synthetic response surface of trainables/settings/surface.py
     # ('synthetic' or {synthetic: {option: value}}), which tests the machinery, never a finding
     trainable: str | dict[str, Any] = TAGGER
 

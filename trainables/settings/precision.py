@@ -4,11 +4,11 @@
 (AVX-512 BF16 or AMX), fp32 elsewhere. Native matters: there a bf16 matmul runs several times
 faster than an fp32 one (docs/benchmarks.md), while a CPU without it emulates bf16 through
 fp32 and gains nothing. Master weights and the AdamW state stay fp32 either way; only the
-forward and backward compute under bf16 autocast (trainables/device.py).
+forward and backward compute under bf16 autocast (trainables/model/device.py).
 
 Two readers of the same facts: the study driver, which imports no torch, reads its host's
 flags from /proc/cpuinfo to resolve `auto` once for a whole study (study/precision.py); a
-trial's own process asks torch about its CPU (trainables/device.py) and refuses a bf16 it
+trial's own process asks torch about its CPU (trainables/model/device.py) and refuses a bf16 it
 cannot run natively. Both obey the forced answer in the environment variable FORCE_ENV, which
 lets a test or a user stand in for a CPU with (1) or without (0) native bf16.
 """

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,22 +26,26 @@ import torch
 from safetensors.torch import load_file, save_file
 from threadpoolctl import threadpool_limits
 
-from trainables import dynamics
-from trainables.config import TrialConfig
 from trainables.data.batching import collate, eval_batches, train_batches
 from trainables.data.encoding import EncodedSplit, decode, encode
 from trainables.data.sources import Splits, load_checked_splits
 from trainables.data.subsets import nested_fraction_indices
 from trainables.data.types import TaggedSentence
-from trainables.device import autocast, resolve_device, trial_precision
 from trainables.errors import ConfigError, TrainingDiverged
-from trainables.fingerprints import FILE_NAME as FINGERPRINT_FILE
-from trainables.fingerprints import LayerFingerprint
-from trainables.fingerprints.capture import take_fingerprint
-from trainables.memory import keep_freed_memory
-from trainables.metrics import entity_scores, learning_curve_area, steps_to_fraction_of_final
-from trainables.optimization import clip_gradients, make_optimizer, step_budget
-from trainables.tagger import Tagger, build_tagger, load_encoder
+from trainables.measures import dynamics
+from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
+from trainables.measures.fingerprints import LayerFingerprint
+from trainables.measures.fingerprints.capture import take_fingerprint
+from trainables.model.device import autocast, resolve_device, trial_precision
+from trainables.model.memory import keep_freed_memory
+from trainables.model.tagger import Tagger, build_tagger, load_encoder
+from trainables.settings.config import TrialConfig
+from trainables.training.metrics import (
+    entity_scores,
+    learning_curve_area,
+    steps_to_fraction_of_final,
+)
+from trainables.training.optimization import clip_gradients, make_optimizer, step_budget
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -93,7 +96,9 @@ class Trial:
     """One training run, set up by the steps of `__init__` in order, then trained by `run`."""
 
     def __init__(self, config: TrialConfig):
-        if config.intermediate:  # a staged trial is a chain of these (trainables/stages.py)
+        if (
+            config.intermediate
+        ):  # a staged trial is a chain of these (trainables/training/stages.py)
             raise ConfigError("a trial with intermediate stages is built by trials.new_trial")
         self.cfg = config
         self.device, self.precision = _set_up_process(config)
@@ -361,9 +366,3 @@ class Trial:
         self.eval_steps = [int(s) for s in state["eval_steps"]]
         self.eval_f1 = [float(f) for f in state["eval_f1"]]
         self.last_metrics = json.loads(state.get("last_metrics", "{}"))
-
-
-if __name__ == "__main__":  # the older spelling of `python -m trainables`, still documented
-    from trainables.__main__ import main
-
-    sys.exit(main())

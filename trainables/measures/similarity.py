@@ -1,6 +1,6 @@
 """How alike two layers' views of the same tokens are, in NumPy and SciPy alone.
 
-Shared by `trainables.dynamics` (a fine-tuned encoder against its pretrained self, during a
+Shared by `trainables.measures.dynamics` (a fine-tuned encoder against its pretrained self, during a
 trial) and the report (fine-tuned encoders against each other, from their fingerprints), so
 both give the same numbers for the same inputs. It imports no torch: the report, which
 must not, imports it.
@@ -106,7 +106,7 @@ def svcca_distance(x: np.ndarray, y: np.ndarray, variance: float = SVCCA_VARIANC
 def js_divergence(p: np.ndarray, q: np.ndarray, axis: int = -1) -> np.ndarray:
     """Jensen-Shannon divergence in nats along `axis` of two arrays of distributions:
     symmetric and bounded by ln 2, so attention that became (near) disjoint stays comparable.
-    The NumPy twin of `trainables.dynamics.js_divergence` (tested against it)."""
+    The NumPy twin of `trainables.measures.dynamics.js_divergence` (tested against it)."""
     p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
     m = (p + q) / 2
     # rel_entr gives 0 where a probability is 0, the limit of p log p, instead of NaN

@@ -3,9 +3,9 @@
 Per hidden state (0 = embeddings, i = output of block i) linear CKA and SVCCA distance over
 all real tokens pooled, and per block the attention Jensen-Shannon divergence averaged over
 heads and query tokens per sentence, then over sentences: the measures of
-`trainables.dynamics`, by the same functions (`trainables.similarity`), between two trials
-instead of a trial and the pretrained encoder. Two fingerprints are compared on the
-sentences both kept (a size cap may have dropped some at the end) and the blocks both have
+`trainables.measures.dynamics`, by the same functions (`trainables.measures.similarity`),
+between two trials instead of a trial and the pretrained encoder. Two fingerprints are compared on
+the sentences both kept (a size cap may have dropped some at the end) and the blocks both have
 (a truncated encoder has fewer); NumPy only, so the report can use it.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from trainables.fingerprints.record import LayerFingerprint
-from trainables.similarity import Prepared, compare_prepared, prepare, segmented_js
+from trainables.measures.fingerprints.record import LayerFingerprint
+from trainables.measures.similarity import Prepared, compare_prepared, prepare, segmented_js
 
 MEASURES = ("cka", "svcca", "attn_js")
 Pair = tuple[Hashable, Hashable]
@@ -86,7 +86,7 @@ def _maps(prints, key, block: int, n: int, cache: dict) -> np.ndarray:
 def attention_js(a: np.ndarray, b: np.ndarray, lengths: np.ndarray) -> float:
     """Mean JS divergence of two blocks' attention maps ([heads, cells], the sentences'
     n x n maps one after another): per query row, averaged over heads, then over each
-    sentence's queries, then over sentences, as `trainables.dynamics` averages it."""
+    sentence's queries, then over sentences, as `trainables.measures.dynamics` averages it."""
     lengths = np.asarray(lengths, np.int64)
     row_lengths = np.repeat(lengths, lengths)  # each sentence has n rows of n keys
     row_starts = np.concatenate([[0], np.cumsum(row_lengths)[:-1]])

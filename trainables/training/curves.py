@@ -1,5 +1,5 @@
 """The convergence summaries of a dev-F1 learning curve, without seqeval or torch: the tagger
-(through `trainables.metrics`) and the synthetic trainable report the same two."""
+(through `trainables.training.metrics`) and the synthetic trainable report the same two."""
 
 from __future__ import annotations
 

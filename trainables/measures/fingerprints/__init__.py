@@ -12,6 +12,6 @@ torch, so imported by the trainable only, never from here).
 
 from __future__ import annotations
 
-from trainables.fingerprints.record import FILE_NAME, LayerFingerprint, sentences_within
+from trainables.measures.fingerprints.record import FILE_NAME, LayerFingerprint, sentences_within
 
 __all__ = ["FILE_NAME", "LayerFingerprint", "sentences_within"]

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from trainables.errors import ConfigError
-from trainables.layouts import RELATIVE_DEPTH
+from trainables.settings.layouts import RELATIVE_DEPTH
 
 TAGGER, SYNTHETIC = "tagger", "synthetic"
 _SALT = 20261124  # keeps the surface's draws apart from any other use of the same seeds

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainables.config import TrialConfig
-from trainables.dynamics import Batch, encoder_outputs
-from trainables.fingerprints.record import HALF, LayerFingerprint, sentences_within
-from trainables.sizes import parse_size
+from trainables.measures.dynamics import Batch, encoder_outputs
+from trainables.measures.fingerprints.record import HALF, LayerFingerprint, sentences_within
+from trainables.settings.config import TrialConfig
+from trainables.settings.sizes import parse_size
 
 log = logging.getLogger(__name__)
 

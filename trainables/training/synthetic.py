@@ -1,6 +1,6 @@
 """The synthetic trainable: a trial with the tagger's interface (`run`, `save`, `restore`,
 `finished`, `last_metrics`, `checkpoint_bytes`) whose learning curve comes from the response
-surface in `trainables.surface`, with no model, no data and no torch.
+surface in `trainables.settings.surface`, with no model, no data and no torch.
 
     trial = SyntheticTrial(TrialConfig.from_dict({"trainable": "synthetic", "lr": 1e-4}))
     for metrics in trial.run():   # one dict per evaluation; the last has final=1
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainables.config import TrialConfig
-from trainables.curves import learning_curve_area, steps_to_fraction_of_final
 from trainables.errors import TrainingDiverged
-from trainables.surface import Surface, surface_of
+from trainables.settings.config import TrialConfig
+from trainables.settings.surface import Surface, surface_of
+from trainables.training.curves import learning_curve_area, steps_to_fraction_of_final
 
 STATE_FILE = "synthetic_state.json"
 

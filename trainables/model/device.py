@@ -2,8 +2,8 @@
 
 bf16 runs under autocast: matmuls and their gradients compute in bf16, while the weights,
 their gradients and the AdamW state stay fp32 (no loss scaling: bf16 has fp32's exponent
-range). Which precision `auto` means is trainables/precision.py's decision; this module asks
-torch about the CPU the trial actually runs on.
+range). Which precision `auto` means is trainables/settings/precision.py's decision; this
+module asks torch about the CPU the trial actually runs on.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import platform
 import torch
 
 from trainables.errors import ConfigError
-from trainables.precision import (
+from trainables.settings.precision import (
     BF16,
     NATIVE_BF16_FLAGS,
     forced_answer,

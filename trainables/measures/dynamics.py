@@ -18,20 +18,21 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainables import layouts, surgery
 from trainables.data.batching import collate
 from trainables.data.encoding import EncodedSplit
 from trainables.errors import ModelError
 
-# CKA and SVCCA are in trainables/similarity.py (no torch), shared with the report; their
+# CKA and SVCCA are in trainables/measures/similarity.py (no torch), shared with the report; their
 # names stay importable from here
-from trainables.similarity import (  # noqa: F401
+from trainables.measures.similarity import (  # noqa: F401
     SVCCA_VARIANCE,
     compare_prepared,
     linear_cka,
     prepare,
     svcca_distance,
 )
+from trainables.model import surgery
+from trainables.settings import layouts
 
 WEIGHT_PARTS = ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
 

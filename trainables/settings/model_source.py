@@ -52,7 +52,7 @@ def resolve_model(name_or_path: str) -> str:
     if name_or_path == EMBEDDED_MODEL:
         return _embedded_folder()
     if name_or_path == TINY_MODEL:
-        from trainables import tiny  # builds the model once, with torch: only for this name
+        from trainables.model import tiny  # builds the model once, with torch: only for this name
 
         return tiny.embedded_tiny_folder()
     path = Path(name_or_path).expanduser()

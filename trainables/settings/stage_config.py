@@ -12,7 +12,7 @@ Layer surgery (depth, re-initialisation) applies once, before the first stage; f
 apply to the target only; every other trial setting is shared by all stages. The trial setting
 itself is checked here, so the trial command line and the study spec refuse the same stages
 with the same words (`StageError` carries where in the list the problem is). Running them is
-`trainables.stages`.
+`trainables.training.stages`.
 """
 
 from __future__ import annotations

@@ -31,6 +31,8 @@ from trainables.settings import (
     CORPUS_KINDS,
     LAYOUTS,
     SPLITS,
+    TINY_CONFIG,
+    TINY_MODEL,
     UNTYPED,
     ConfigError,
     ModelError,
@@ -203,6 +205,8 @@ def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> 
     """Layer and head counts from the model's config alone (no weights are read)."""
     if not resolve_layers:
         return Shape(0, 0)
+    if model == TINY_MODEL:  # the trial builds it, with torch; its shape is known without
+        return _shape(doc, model, TINY_CONFIG)
     try:
         resolved = resolve_model(model)
     except ModelError as err:
@@ -214,6 +218,10 @@ def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> 
         if hub_only:
             return Shape(0, 0)
         raise doc.fail(("model",), f"cannot read the config of {model!r}: {err}") from None
+    return _shape(doc, model, config)
+
+
+def _shape(doc: Doc, model: str, config: dict[str, Any]) -> Shape:
     try:
         layout = layout_of(config["model_type"])
     except ModelError as err:
@@ -222,10 +230,17 @@ def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> 
 
 
 def model_config(resolved: str, hub_only: bool) -> dict[str, Any]:
-    """The model type and its layer/head fields: straight from a local config.json when it
-    has them, so that checking a study imports no torch; else through transformers, which
-    knows each family's defaults and downloads hub configs."""
-    local = read_config_json(resolved) if Path(resolved).is_dir() else None
+    """The model type and its layer/head fields: straight from the config.json (a local
+    folder's, or a hub model's through huggingface_hub) when it has them, so that checking a
+    study imports no torch; else through transformers, which knows each family's defaults."""
+    if Path(resolved).is_dir():
+        local = read_config_json(resolved)
+    else:
+        from huggingface_hub import hf_hub_download  # torch-free; raises when not cached
+
+        local = read_config_json(
+            str(Path(hf_hub_download(resolved, "config.json", local_files_only=hub_only)).parent)
+        )
     layout = LAYOUTS.get(local.get("model_type")) if local else None
     if layout and all(name in local for name in layout.fields()):
         return local

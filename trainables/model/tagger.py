@@ -24,9 +24,13 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from trainables.errors import ModelError, first_line
-from trainables.model import surgery
+from trainables.model import surgery, tiny
 from trainables.model.dropout import use_mask_attention_dropout, use_mask_dropout
-from trainables.settings.model_source import EMBEDDED_MODEL, resolve_model  # noqa: F401 - re-exported
+from trainables.settings.model_source import (  # noqa: F401 - EMBEDDED_MODEL re-exported
+    EMBEDDED_MODEL,
+    TINY_MODEL,
+    resolve_model,
+)
 
 IGNORE_INDEX = -100
 
@@ -101,10 +105,18 @@ def _space_before_each_word(tokenizer: PreTrainedTokenizerBase) -> None:
             part.add_prefix_space = True
 
 
+def model_folder(name_or_path: str) -> str:
+    """What `from_pretrained` reads for the user's model argument; the `tiny` model is built
+    here, in the trial, the first time (settings' `resolve_model` stays torch-free)."""
+    if name_or_path == TINY_MODEL:
+        return tiny.embedded_tiny_folder()
+    return resolve_model(name_or_path)
+
+
 def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a bare encoder and its fast tokenizer, rejecting unsupported families before the
     (possibly large) weights are read, and turning loader failures into one-line user errors."""
-    resolved = resolve_model(name_or_path)
+    resolved = model_folder(name_or_path)
     config = _load_config(resolved, name_or_path)
     surgery.check_model_type(config.model_type)
     model = _load_model(resolved, name_or_path, config)

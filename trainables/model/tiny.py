@@ -23,13 +23,15 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-MODEL_TYPES = (
-    "bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta-v2", "modernbert",
-)  # fmt: skip
+from trainables.settings.layouts import SUPPORTED_MODEL_TYPES
+from trainables.settings.model_source import TINY_CONFIG
+
+# every family the trainer supports, so that none drops out of the tests that use this list
+MODEL_TYPES = SUPPORTED_MODEL_TYPES
 
 HIDDEN = 32
 INTERMEDIATE = 64
-HEADS = 4
+HEADS = TINY_CONFIG["num_attention_heads"]
 VOCAB_SIZE = 100
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -189,7 +191,8 @@ def tiny_model_folder(
     return folder
 
 
-TINY_LAYERS = 4
+TINY_TYPE = TINY_CONFIG["model_type"]
+TINY_LAYERS = TINY_CONFIG["num_hidden_layers"]
 
 
 def cache_folder() -> Path:
@@ -201,12 +204,12 @@ def embedded_tiny_folder() -> str:
     """The `tiny` model (BERT, 4 layers, 32 hidden, random weights from seed 0), built once into
     the user's cache. Built in a temporary folder and renamed, so concurrent trials that both
     find it missing never read half a folder."""
-    target = cache_folder() / f"tiny-bert-{TINY_LAYERS}-v{len(VOCAB)}"
+    target = cache_folder() / f"tiny-{TINY_TYPE}-{TINY_LAYERS}-v{len(VOCAB)}"
     if (target / "config.json").is_file():
         return str(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-        built = tiny_model_folder(Path(scratch), "bert", TINY_LAYERS)
+        built = tiny_model_folder(Path(scratch), TINY_TYPE, TINY_LAYERS)
         try:
             os.replace(built, target)
         except OSError:

@@ -32,6 +32,7 @@ from trainables.settings.config import TrialConfig, normalized
 from trainables.settings.layouts import DEPTH_FORMS, LAYOUTS, RELATIVE_DEPTH, layout_of
 from trainables.settings.model_source import (
     EMBEDDED_MODEL,
+    TINY_CONFIG,
     TINY_MODEL,
     looks_like_path,
     read_config_json,
@@ -71,6 +72,7 @@ __all__ = [
     "SPLITS",
     "SYNTHETIC",
     "TAGGER",
+    "TINY_CONFIG",
     "TINY_MODEL",
     "UNTYPED",
     "ConfigError",

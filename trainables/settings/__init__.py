@@ -57,6 +57,10 @@ from trainables.settings.stage_config import (
 from trainables.settings.surface import SYNTHETIC, TAGGER, Surface, check_option
 from trainables.yaml_reading import Loader, bool_word, parse_value
 
+# the key of a Ray Tune trial's config under which the driver puts the trial's settings, and
+# from which the Tune entry point (trainables/tune_adapter.py) reads them
+TRIAL_CONFIG = "trial"
+
 __all__ = [
     "AUTO",
     "BF16",
@@ -74,6 +78,7 @@ __all__ = [
     "TAGGER",
     "TINY_CONFIG",
     "TINY_MODEL",
+    "TRIAL_CONFIG",
     "UNTYPED",
     "ConfigError",
     "ConllSource",

@@ -31,7 +31,7 @@ from trainables.measures.similarity import (  # noqa: F401
     prepare,
     svcca_distance,
 )
-from trainables.model import surgery
+from trainables.model import hf_internals, surgery
 from trainables.settings import layouts
 
 WEIGHT_PARTS = ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")
@@ -93,26 +93,18 @@ def weight_distances(encoder: nn.Module, reference: nn.Module) -> dict[str, list
 # --- forward passes -----------------------------------------------------------------------
 
 
-def _set_attention(model: nn.Module, name: str) -> None:
-    setter = getattr(model, "set_attn_implementation", None)
-    if setter is None:  # transformers 4.x: its sdpa classes fall back to eager on request
-        model.config._attn_implementation = name
-    else:
-        setter(name)
-
-
 @contextlib.contextmanager
 def _eager_attention(model: nn.Module) -> Iterator[None]:
     """transformers 5 returns attention probabilities only from the eager implementation."""
-    previous = model.config._attn_implementation
+    previous = hf_internals.attention_of(model.config)
     if previous == "eager":
         yield
         return
-    _set_attention(model, "eager")
+    hf_internals.set_attention(model, "eager")
     try:
         yield
     finally:
-        _set_attention(model, previous)
+        hf_internals.set_attention(model, previous)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainables.model import hf_internals
+
 _WORD_BITS = 32
 
 
@@ -73,8 +75,7 @@ def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=No
     SDPA falls back to its fp32 math path with a torch mask, and this computes the same
     softmax(q·kᵀ·scaling + mask) · v with autocast's matmuls and a `keep_mask` on the
     probabilities."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
+    sdpa_attention_forward = hf_internals.sdpa_attention()
     plain = not kwargs.get("position_bias") and getattr(module, "num_key_value_groups", 1) == 1
     if dropout == 0.0 or not module.training or query.device.type != "cpu" or not plain:
         return sdpa_attention_forward(
@@ -93,15 +94,8 @@ def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=No
 def use_mask_attention_dropout(encoder: nn.Module) -> bool:
     """Switch an encoder that attends through `sdpa` to `attention`; False where it does not
     (its attention probabilities then keep torch's dropout)."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    config = getattr(encoder, "config", None)
-    if getattr(config, "_attn_implementation", None) != "sdpa":
+    if hf_internals.attention_of(getattr(encoder, "config", None)) != "sdpa":
         return False
-    AttentionInterface.register(ATTENTION, attention)
-    # the padding mask: transformers builds none for an attention name it has no mask
-    # function for, and every token would then attend to the padding
-    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+    hf_internals.register_attention(ATTENTION, attention)  # with sdpa's padding mask
     encoder.set_attn_implementation(ATTENTION)
     return True

@@ -24,7 +24,7 @@ from transformers import (
 from transformers.utils import logging as hf_logging
 
 from trainables.errors import ModelError, first_line
-from trainables.model import surgery, tiny
+from trainables.model import hf_internals, surgery, tiny
 from trainables.model.dropout import use_mask_attention_dropout, use_mask_dropout
 from trainables.settings.model_source import (  # noqa: F401 - EMBEDDED_MODEL re-exported
     EMBEDDED_MODEL,
@@ -44,7 +44,7 @@ def _load_config(resolved: str, name: str) -> PretrainedConfig:
 
 def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
     # The pooler is unused by a tagger and would only add untrained parameters and warnings.
-    model_class = AutoModel._model_mapping[type(config)]
+    model_class = hf_internals.encoder_class(config)
     params = inspect.signature(model_class.__init__).parameters
     return {"add_pooling_layer": False} if "add_pooling_layer" in params else {}
 

@@ -14,7 +14,7 @@ the same work, side by side in one run:
 A and B are default-profile `ner_depth` trials (embedded MiniLM + WNUT-16, full data, depth
 full, batch 16, max_length 128, eval_every 53, the profile's other fixed settings; seeds 0 and
 1; lr --lr), cut at --max-steps so the benchmark takes minutes. Each trial is a fresh
-`python -m trainables.train` process, so its wall time holds what a trial's does in a study:
+`python -m trainables` process, so its wall time holds what a trial's does in a study:
 start-up (imports, reading and encoding the data, loading the model), training, the dev
 evaluations every eval_every steps, and the final dev/test scoring and layer dynamics.
 Prints wall seconds per variant, trials per hour and the ratio.
@@ -23,7 +23,7 @@ Prints wall seconds per variant, trials per hour and the ratio.
 pool to all cores. Ray sets OMP_NUM_THREADS = a trial's cpu reservation in its workers, which
 OpenBLAS also reads, so by default each trial process here gets OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS = its threads, as in a study; `--blas-threads all` leaves them unset, as a
-plain `python -m trainables.train` runs (two such trials at once oversubscribe the cores).
+plain `python -m trainables` runs (two such trials at once oversubscribe the cores).
 
     ./with-venv python bench/concurrency.py [--max-steps 106] [--lr 1e-4] [--blas-threads trial]
 """
@@ -82,7 +82,7 @@ def start_trial(
 ) -> tuple[subprocess.Popen, Path]:
     path, metrics = folder / f"{name}.yaml", folder / f"{name}.jsonl"
     path.write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "trainables.train", "--config", str(path),
+    command = [sys.executable, "-m", "trainables", "--config", str(path),
                "--metrics-out", str(metrics)]  # fmt: skip
     env = trial_env(config["threads"], blas_threads)
     with (folder / f"{name}.log").open("w") as log:
@@ -138,7 +138,7 @@ def run_variant(name: str, args, folder: Path) -> tuple[float, list[dict]]:
 def warm_caches(model: str) -> None:
     """Import everything and read the model once, untimed, so neither variant pays for a cold
     page cache."""
-    code = f"from trainables.tagger import load_encoder; load_encoder({model!r})"
+    code = f"from trainables.model.tagger import load_encoder; load_encoder({model!r})"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True)
 
 

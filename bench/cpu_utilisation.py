@@ -63,8 +63,8 @@ THP = "THP_MEM_ALLOC_ENABLE"  # torch: back tensors of >= 2 MB with transparent 
 
 # --- train: FLOP/s of the real step -------------------------------------------------------
 def make_trial(args, threads: int, steps: int):
-    from trainables.config import TrialConfig
-    from trainables.train import Trial
+    from trainables.settings.config import TrialConfig
+    from trainables.training.train import Trial
 
     config = {
         "batch_size": args.batch_size, "lr": 5e-5, "seed": 0, "threads": threads,
@@ -89,7 +89,7 @@ def parameter_counts(model) -> dict[str, int]:
 def measure_train(args, threads: int) -> dict:
     from trainable import _steps  # bench/trainable.py: the same batch stream as run_ours
 
-    from trainables import surgery
+    from trainables.model import surgery
 
     trial = make_trial(args, threads, args.warmup + args.steps)
     stream = _steps(trial, args.warmup + args.steps)
@@ -310,7 +310,7 @@ def child(args) -> None:
 
 def default_precisions() -> list[str]:
     """fp32, and bf16 beside it where this CPU has native bf16 (what `auto` would pick)."""
-    from trainables.precision import host_has_native_bf16
+    from trainables.settings.precision import host_has_native_bf16
 
     return ["fp32", "bf16"] if host_has_native_bf16() else ["fp32"]
 

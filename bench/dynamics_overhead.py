@@ -46,7 +46,7 @@ def run_trial(config: dict, folder: Path) -> tuple[float, dict]:
     path.write_text(yaml.safe_dump(config))
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "trainables.train", "--config", str(path), "--metrics-out",
+        [sys.executable, "-m", "trainables", "--config", str(path), "--metrics-out",
          str(out)],
         cwd=REPO, check=True, capture_output=True,
     )  # fmt: skip

@@ -42,12 +42,12 @@ STUDIES = {
 
 def minilm_fingerprint():
     """The pretrained MiniLM's fingerprint on the dynamics sample of a default trial."""
-    from trainables import dynamics
-    from trainables.config import TrialConfig
     from trainables.data.encoding import encode
     from trainables.data.sources import load_checked_splits
-    from trainables.fingerprints.capture import capture
-    from trainables.tagger import load_encoder
+    from trainables.measures import dynamics
+    from trainables.measures.fingerprints.capture import capture
+    from trainables.model.tagger import load_encoder
+    from trainables.settings.config import TrialConfig
 
     cfg = TrialConfig()
     splits, label_map = load_checked_splits(cfg.data)

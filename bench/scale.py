@@ -15,7 +15,7 @@ result, growing <= 1.5x from 1,000 to 10,000 trials; a report of 10,000 trials i
 driver memory <= 2 GB. The driver itself makes no report (`--reports none`): the report is
 timed on its own, and the driver's peak memory is the driver's.
 
-The trials are `trainable: synthetic` (trainables/surface.py) at 0 s per step: two
+The trials are `trainable: synthetic` (trainables/settings/surface.py) at 0 s per step: two
 evaluations of 10 steps each (`--epochs`) unless ASHA stops them at the first, so the
 driver, not the trials, is what is measured. The cluster is `ray start --head` (no CPUs: the
 driver's node) and `--nodes` worker nodes of 2 CPUs each (tests/ray_nodes.py); PostgreSQL is

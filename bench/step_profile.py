@@ -39,7 +39,7 @@ def timed_loop(trial, phases: Phases) -> float:
     own methods, and `Tensor.backward` (restored afterwards)."""
     import torch
 
-    from trainables import train
+    from trainables.training import train
 
     def first_evaluation(**_options):
         raise _FirstEvaluation
@@ -90,7 +90,7 @@ def measure_profile(make_trial: Callable, steps: int, warmup: int, profiler_step
                     top: int) -> dict:  # fmt: skip
     """`make_trial(steps)` builds the trial; its start-up, then `steps` phase-timed steps of
     `Trial.run()` after `warmup` untimed ones, then `profiler_steps` under torch.profiler."""
-    from trainables import train
+    from trainables.training import train
 
     encode_seconds = {"s": 0.0}
     original_encode = train.encode

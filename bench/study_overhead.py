@@ -1,6 +1,6 @@
 """What does orchestration cost? The same trials, side by side in one run:
 
-  plain:  each trial's config trained by `trainables.train.Trial` in a pool of C worker
+  plain:  each trial's config trained by `trainables.training.train.Trial` in a pool of C worker
           processes (no Ray, no MLflow): the pure training time at concurrency C;
   study:  `python -m study.run` on a study file holding exactly those trials (confirm phase
           only, so no pruning changes the work), with Ray Tune and MLflow tracking.
@@ -70,8 +70,8 @@ def study_file(folder: Path, seeds: int, settings: dict) -> Path:
 
 
 def train_one(config: dict) -> tuple[float, list[float]]:
-    from trainables.config import TrialConfig
-    from trainables.train import Trial
+    from trainables.settings.config import TrialConfig
+    from trainables.training.train import Trial
 
     started = time.perf_counter()
     trial = Trial(TrialConfig.from_dict(config))

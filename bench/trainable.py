@@ -27,12 +27,12 @@ run in --repeats rounds, one after another, and the ratios are of the medians. A
 gives the CPU time each run got per wall second and thread: well below 100% means other work
 shared the cores, and the run is slow by about that much; `per CPU-s` (tokens per CPU-second
 of a thread) is distorted far less by such sharing, and is what to compare on a busy machine
-(best at --threads 1). `ours` includes its process set-up (`trainables/memory.py` keeps freed
+(best at --threads 1). `ours` includes its process set-up (`trainables/model/memory.py` keeps freed
 heap memory for reuse); the Trainer's process is left as a Trainer user's would be.
 
 Targets: in bf16, ours >= 1.25x the better of the two Trainers; in fp32, ours >= 1.5x the
 default Trainer and >= 1.0x the grouped one. By default both precisions run where the CPU has
-native bf16 (trainables/precision.py), fp32 alone elsewhere.
+native bf16 (trainables/settings/precision.py), fp32 alone elsewhere.
 
     python bench/trainable.py [--steps 0 (one epoch)] [--batch-size 16] [--threads 2]
                               [--eval-passes 3] [--repeats 3] [--precision bf16 fp32]
@@ -64,8 +64,8 @@ def _common(args) -> dict:
 
 
 def run_ours(args) -> dict:
-    from trainables.config import TrialConfig
-    from trainables.train import Trial
+    from trainables.settings.config import TrialConfig
+    from trainables.training.train import Trial
 
     trial = Trial(TrialConfig.from_dict(_common(args) | {"epochs": 50, "eval_every": 10**9}))
     steps = args.steps or trial.batches_per_epoch
@@ -124,7 +124,7 @@ def run_trainer(args, grouped: bool) -> dict:
         TrainingArguments,
     )
 
-    from trainables.tagger import resolve_model
+    from trainables.model.tagger import resolve_model
 
     torch.set_num_threads(args.threads)
     train_windows, dev_windows, label_map, tokenizer = _encoded_windows(args)
@@ -180,12 +180,12 @@ def run_trainer(args, grouped: bool) -> dict:
 
 def _encoded_windows(args):
     """Our loop's exact encoded train and dev windows, built without a `Trial`: a Trial also
-    sets up its process (its allocator, see trainables/memory.py), and the Trainer's process
+    sets up its process (its allocator, see trainables/model/memory.py), and the Trainer's process
     must stay as a Trainer user's would be."""
-    from trainables.config import TrialConfig
     from trainables.data.encoding import encode
     from trainables.data.sources import load_checked_splits
-    from trainables.tagger import load_encoder
+    from trainables.model.tagger import load_encoder
+    from trainables.settings.config import TrialConfig
 
     cfg = TrialConfig.from_dict(_common(args))
     splits, label_map = load_checked_splits(cfg.data)
@@ -299,7 +299,7 @@ def print_ratios(args, rounds: dict, median: dict, precision: str) -> None:
 
 def default_precisions() -> list[str]:
     """bf16 where this CPU has it natively (what `auto` picks), and fp32 beside it."""
-    from trainables.precision import host_has_native_bf16
+    from trainables.settings.precision import host_has_native_bf16
 
     return ["bf16", "fp32"] if host_has_native_bf16() else ["fp32"]
 

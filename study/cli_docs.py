@@ -29,7 +29,7 @@ def _parsers() -> list[tuple[str, str, Callable[[], argparse.ArgumentParser]]]:
     from study.report.__main__ import build_parser as report_parser
     from study.run import build_parser as run_parser
     from study.spec import SEARCH_SPACES
-    from trainables.__main__ import build_parser as trial_parser
+    from trainables.settings import trial_parser
 
     return [
         ("study.run", "study-run", lambda: run_parser(SEARCH_SPACES)),

@@ -11,8 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from trainables.data.sources import data_inputs
-from trainables.model_source import resolve_model
+from trainables.settings import TINY_MODEL, data_inputs, resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -28,7 +27,11 @@ def _hash_files(paths: list[Path]) -> str:
 
 
 def model_fingerprint(model: str) -> str:
-    """Content hash of a local model folder; a hub id stands for itself (pin a revision there)."""
+    """Content hash of a local model folder; a hub id stands for itself (pin a revision there).
+    The `tiny` model is built by the trials from the code, which `code_version` pins, and the
+    driver does not build it (that would load torch)."""
+    if model == TINY_MODEL:
+        return f"builtin:{model}"
     try:
         resolved = Path(resolve_model(model))
     except Exception:  # reported properly when the trial loads the model

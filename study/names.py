@@ -2,7 +2,8 @@
 
 A study writes MLflow from the driver and reads it back in the report, possibly years later
 and on another machine; a tag spelt one way on one side and another way on the other would
-silently drop runs. Each such name is defined once, here.
+silently drop runs. Each such name is defined once, here, except those the trainable reads
+too: those are defined in `trainables.settings` and named here.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from trainables.settings import TRIAL_CONFIG as TRIAL_CONFIG
+
 # phases of a study, in the order they run
 EXPLORE, CONFIRM = "explore", "confirm"
 PHASES = (EXPLORE, CONFIRM)
 
-# the two parts of a Ray Tune trial's config: the trial settings and the study's bookkeeping
-TRIAL_CONFIG, STUDY_TAGS = "trial", "study"
+# the two parts of a Ray Tune trial's config: the trial settings (under the key the trainable
+# reads them from) and the study's bookkeeping
+STUDY_TAGS = "study"
 
 # MLflow tags
 RUN_KIND = "run_kind"  # which level of the tree a run is
@@ -29,7 +33,7 @@ OPTUNA_TAG = "optuna_storage"  # on the study run: the Optuna storage of the exp
 OPTUNA_STUDIES_TAG = "optuna_studies"  # on the study run: their study names, `<arm>` a pattern
 STUDY_ARTIFACT = "study.yaml"  # on the study run: the study as it ran (profile, overrides)
 # MLflow artifacts: the folder of a trial run that holds its layer fingerprint
-# (trainables.fingerprints.FILE_NAME), logged by study/tracking/artifacts.py
+# (trainables.measures.fingerprints.FILE_NAME), logged by study/tracking/artifacts.py
 FINGERPRINT_ARTIFACT = "fingerprint"
 FIXED_FROM_TAG = "fixed_from"  # on the study run: which study and seeds chose a fixed value
 TRAINABLE_TAG = "trainable"  # on the study run: tagger, or synthetic (never a finding)

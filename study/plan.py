@@ -16,8 +16,7 @@ from typing import Any
 from study.names import CONFIRM, EXPLORE
 from study.precision import resolved_precision
 from study.spec import StudySpec
-from trainables.budget import BUDGET
-from trainables.stage_config import INTERMEDIATE, stage_label, stage_name
+from trainables.settings import BUDGET, INTERMEDIATE, stage_label, stage_name
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,13 @@ A study never mixes precisions: an arm trained in bf16 against one in fp32 would
 precision along with the factor. So `precision` is set under `fixed` only (study/spec/
 factors.py refuses it in `grid` and `search`), and its `auto` (the default) is resolved here,
 once per study, from what the driver knows before any trial starts: a GPU per trial in
-`resources` means bf16 on CUDA; otherwise the driver host's own CPU decides (bf16 where
-/proc/cpuinfo shows native bf16, trainables/precision.py). The answer is kept in the study's
-state (study.json), so a resumed study goes on in the precision it started in, whichever host
-resumes it, and every trial config carries it as its `precision` param.
+`resources` means bf16 on CUDA; otherwise the driver host's own CPU decides (bf16
+where /proc/cpuinfo shows native bf16, trainables/settings/precision.py). The answer is kept in the
+study's state (study.json), so a resumed study goes on in the precision it started in, whichever
+host resumes it, and every trial config carries it as its `precision` param.
 
 On a cluster the workers' CPUs may differ from the driver's: a worker that cannot run the
-study's precision fails its trial with one line naming it (trainables/device.py) rather than
+study's precision fails its trial with one line naming it (trainables/model/device.py) rather than
 silently training in another. A local study (no --address) runs its trials on the driver's
 host, so an explicit bf16 there is refused before the study starts.
 """
@@ -21,9 +21,8 @@ import dataclasses
 from typing import Any
 
 from study.spec import StudySpec
-from trainables.errors import ConfigError
-from trainables.precision import AUTO, BF16, FP32, host_has_native_bf16, no_native_bf16
-from trainables.precision import resolve_precision as resolve_for_device
+from trainables.settings import AUTO, BF16, FP32, ConfigError, host_has_native_bf16, no_native_bf16
+from trainables.settings import resolve_precision as resolve_for_device
 
 PRECISION_KEY = "precision"  # in the study's state, the study run's tags and the trial config
 

@@ -52,9 +52,15 @@ from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
 from study.tracking.start import open_study_runs, probe_tracking
 from study.tracking.summary import confirm_summary
-from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, add_set_option, exit_codes
-from trainables.data.sources import load_checked_splits
-from trainables.errors import UserInputError, joined
+from trainables.settings import (
+    EXIT_BAD_INPUT,
+    OneLineParser,
+    UserInputError,
+    add_set_option,
+    exit_codes,
+    joined,
+    load_checked_splits,
+)
 
 log = logging.getLogger("study")
 

@@ -20,7 +20,7 @@ from mlflow.entities import Metric
 
 from study.names import FINGERPRINT_ARTIFACT
 from study.tracking.store import StudyTracker
-from trainables.fingerprints import FILE_NAME, LayerFingerprint
+from trainables.measures.fingerprints import FILE_NAME, LayerFingerprint
 
 # a fingerprint per (arm index, arm factors, seed), or None for a trial that kept none
 Fingerprints = Callable[[int, dict[str, Any], int], LayerFingerprint | None]

@@ -53,7 +53,7 @@ def write_study(folder: Path, model: str, corpus: dict[str, str], **overrides: A
 
 
 def write_synthetic_study(folder: Path, surface: dict[str, Any], **overrides: Any) -> Path:
-    """A study of the synthetic trainable (trainables/surface.py): no model and no data, so
+    """A study of the synthetic trainable (trainables/settings/surface.py): no model and no data, so
     a test of the machinery runs in seconds. Two depths, confirm only, unless overridden."""
     study = {
         "description": "synthetic test study",

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from study.spec import SpecError, load_study
-from trainables.config import TrialConfig
-from trainables.train import STATE_FILE, Trial
+from trainables.settings.config import TrialConfig
+from trainables.training.train import STATE_FILE, Trial
 
 REPO = Path(__file__).resolve().parent.parent
 OURS = [p for part in ("study", "trainables", "bench") for p in (REPO / part).rglob("*.py")]

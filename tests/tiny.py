@@ -1,10 +1,10 @@
-"""Test helpers: the tiny encoders of `trainables.tiny`, and random batches."""
+"""Test helpers: the tiny encoders of `trainables.model.tiny`, and random batches."""
 
 from __future__ import annotations
 
 import torch
 
-from trainables.tiny import (  # noqa: F401  (re-exported for the tests)
+from trainables.model.tiny import (  # noqa: F401  (re-exported for the tests)
     HEADS,
     HIDDEN,
     MODEL_TYPES,

@@ -1,7 +1,7 @@
 """`python -m trainables`: train one trial from a YAML file and `--set` overrides, without Ray
 or MLflow (docs/study-files.md). Each evaluation is logged, and with `--checkpoint-dir` saved,
 so an interrupted run continues with `--resume`; bad input is one `error:` line and exit 2.
-`python -m trainables.train` is the same command under its older name."""
+`python -m trainables` is the same command under its older name."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ from pathlib import Path
 
 import yaml
 
-from trainables.command_line import OneLineParser, add_set_option, exit_codes
-from trainables.config import TrialConfig
 from trainables.errors import TrainingDiverged, UserInputError, joined
-from trainables.stage_config import STAGE_KEY, stage_prefix
-from trainables.stages import StagedTrial
-from trainables.train import Trial
-from trainables.trials import new_trial
+from trainables.settings.command_line import trial_parser
+from trainables.settings.config import TrialConfig
+from trainables.settings.stage_config import STAGE_KEY, stage_prefix
+from trainables.training.stages import StagedTrial
+from trainables.training.train import Trial
+from trainables.training.trials import new_trial
 from trainables.yaml_reading import load_yaml, parse_value
 
-log = logging.getLogger("trainables.train")  # the logger a trial's own lines go to
+log = logging.getLogger("trainables.training.train")  # the logger a trial's own lines go to
 
 
 def _parse_overrides(pairs: list[str]) -> dict:
@@ -63,43 +63,9 @@ def _run_logged(
     return metrics
 
 
-EXAMPLES = """examples:
-  python -m trainables --set lr=3e-5 --set epochs=1     # the embedded MiniLM on WNUT-16
-  python -m trainables --config trial.yaml --set seed=3 --metrics-out m.jsonl
-  python -m trainables --config trial.yaml --checkpoint-dir ckpt     # saved at every evaluation
-  python -m trainables --config trial.yaml --checkpoint-dir ckpt --resume   # continue it
-
-The same command is installed as `trainables-run`."""
-
-
-def build_parser() -> OneLineParser:
-    """The command line, with examples and exit codes in its help."""
-    parser = OneLineParser(
-        prog="python -m trainables",
-        description="Train one tagger trial (no Ray, no MLflow) from a YAML file of trial "
-        "settings\nand --set overrides; print its dev and test F1.",
-        epilog=EXAMPLES + "\n\n" + exit_codes({
-            0: "the trial finished (its F1 printed)",
-            2: "bad input (a flag, the YAML file, a setting) or a diverged trial: one line",
-        }),
-    )  # fmt: skip
-    parser.add_argument(
-        "--config", metavar="FILE", help="YAML file of trial settings (TrialConfig fields)"
-    )
-    add_set_option(parser, "a trial setting (a TrialConfig field: lr, epochs, seed, ...)")
-    parser.add_argument(
-        "--checkpoint-dir", metavar="DIR", help="save the full state here at every evaluation"
-    )
-    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
-    parser.add_argument(
-        "--metrics-out", metavar="FILE", help="append every evaluation's metrics as JSON lines"
-    )
-    return parser
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line, its wrong combinations refused in one line (exit 2)."""
-    parser = build_parser()
+    parser = trial_parser()
     args = parser.parse_args(argv)
     if args.resume and not args.checkpoint_dir:
         parser.error("--resume continues from a saved state: give its --checkpoint-dir")

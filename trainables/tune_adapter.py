@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray import tune
 
-from trainables.config import TrialConfig
-from trainables.fingerprints import FILE_NAME as FINGERPRINT_FILE
-from trainables.precision import FP32
-from trainables.trial_folder import FINAL_FILE, TrialFolder
+from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
+from trainables.settings import TRIAL_CONFIG
+from trainables.settings.config import TrialConfig
+from trainables.settings.precision import FP32
+from trainables.training.trial_folder import FINAL_FILE, TrialFolder
 
 if TYPE_CHECKING:
-    from trainables.stages import StagedTrial
-    from trainables.synthetic import SyntheticTrial
-    from trainables.train import Trial
+    from trainables.training.stages import StagedTrial
+    from trainables.training.synthetic import SyntheticTrial
+    from trainables.training.train import Trial
 
-TRIAL_KEY = "trial"
 # A study driver puts its one resolved precision in every trial config (study/precision.py).
 # A config without one was made before that, when a trial's default was fp32; a study saved
 # then and resumed now goes on in fp32 rather than mixing precisions.
@@ -63,7 +63,7 @@ def train_tagger(config: dict[str, Any]) -> None:
     """Ray Tune function trainable: train, report at every evaluation with a checkpoint.
 
     It trains what the trial's `trainable` setting names: the tagger, or the synthetic
-    response surface (`trainables.surface`); the name stays `train_tagger` because Tune
+    response surface (`trainables.settings.surface`); the name stays `train_tagger` because Tune
     saves it by name with every experiment.
 
     The checkpoint of the final report holds only the final metrics (a few kB, not the
@@ -72,11 +72,11 @@ def train_tagger(config: dict[str, Any]) -> None:
     `num_to_keep=1` Ray then drops the trial's last full checkpoint, so a study's storage
     holds full checkpoints only for trials still running or paused. A restored trial whose
     folder holds that final checkpoint (the driver died, or the storage went away, after the
-    trial ended but before Tune's saved state said so: trainables/trial_folder.py)
+    trial ended but before Tune's saved state said so: trainables/training/trial_folder.py)
     re-reports its result without training, and says so with `restored_final`.
     """
     # the trial's worker imports what it trains (torch for the tagger), never the driver
-    from trainables.trials import new_trial
+    from trainables.training.trials import new_trial
 
     # what every report of this attempt carries beside the trial's metrics
     stamp = {"node_id": ray.get_runtime_context().get_node_id()}
@@ -123,7 +123,7 @@ def _trial_folder(checkpoint: tune.Checkpoint | None) -> TrialFolder:
 
 
 def _trial_config(config: dict[str, Any]) -> TrialConfig:
-    return TrialConfig.from_dict(PRECISION_BEFORE_RECORDED | config[TRIAL_KEY])
+    return TrialConfig.from_dict(PRECISION_BEFORE_RECORDED | config[TRIAL_CONFIG])
 
 
 @contextmanager

@@ -9,9 +9,6 @@
 - `storage_guard` and `saved_state`: a full disk stops the study cleanly and leaves what
   `--resume` reads whole; `storage_outage`: likewise for object storage that stops answering;
 - `storage_uri`: sub-paths of a storage path or URI (joined on its path, its query kept).
-
-Studies saved before this package existed name `StorageGuard` as
-`study.storage_guard.StorageGuard`; `study._moved` keeps the old module names importable.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from study.execution.storage import StudyStore, is_uri
 from study.progress.quiet import ray_init_options
 from study.tracking import StudyTracker
 from study.tracking.start import connect_tracking
-from trainables.errors import UserInputError, first_line
+from trainables.settings import UserInputError, first_line
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
-from trainables.errors import UserInputError
+from trainables.settings import UserInputError
 
 log = logging.getLogger(__name__)
 

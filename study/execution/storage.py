@@ -4,6 +4,10 @@ Layout: `<storage>/<study>/<profile>-<YYYYmmdd-HHMMSS>/{study.json, explore/, co
 invocation gets a new folder; `--resume` continues the newest folder of the same study and
 profile. `storage` is a local path or a URI Ray understands (s3://, gs://, file://); small
 files go through pyarrow's filesystem layer, as Ray's own do.
+
+Tune pickles each experiment's searcher, scheduler and callbacks by module path, so a study
+saved by code whose modules were laid out otherwise cannot be resumed: the state records
+`LAYOUT_VERSION`, and `--resume` of a state without it or with another one is refused.
 """
 
 from __future__ import annotations
@@ -18,9 +22,13 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
-from trainables.errors import UserInputError
+from trainables.settings import UserInputError
 
 STATE_FILE = "study.json"
+# the module layout of what Tune pickles into a study's folder: raise it whenever a pickled
+# class (searcher, scheduler, callback, trainable) moves, so older studies are refused
+LAYOUT_VERSION = 1
+LAYOUT_KEY = "layout"
 
 
 def is_uri(path: str) -> bool:
@@ -112,12 +120,19 @@ def study_folder(
     id, or with `resume` the newest folder of this study and profile and the state saved
     there (the invocation id in it finds the same MLflow runs again)."""
     if not resume:
-        return store.new_study_dir(study, profile), {"invocation": uuid.uuid4().hex}
+        state = {"invocation": uuid.uuid4().hex, LAYOUT_KEY: LAYOUT_VERSION}
+        return store.new_study_dir(study, profile), state
     latest = store.latest_study_dir(study, profile)
     state = store.read_state(latest) if latest else None
     if state is None:
         raise UserInputError(
             f"--resume: no earlier run of study {study} (profile {profile}) in {store.root}; "
             "run it once without --resume"
+        )
+    if state.get(LAYOUT_KEY) != LAYOUT_VERSION:
+        raise UserInputError(
+            f"--resume: {store.join(latest, STATE_FILE)} was saved by code with another module "
+            f"layout (layout {state.get(LAYOUT_KEY, 'unrecorded')}, this code: {LAYOUT_VERSION})"
+            "; it cannot be resumed: run the study again without --resume"
         )
     return latest, state

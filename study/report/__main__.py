@@ -17,8 +17,7 @@ from pathlib import Path
 
 from study.names import tracking_uri
 from study.report.build import write_report
-from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes
-from trainables.errors import UserInputError, joined
+from trainables.settings import EXIT_BAD_INPUT, OneLineParser, UserInputError, exit_codes, joined
 
 EXAMPLES = """examples:
   python -m study.report ner_depth                      # the newest finished ner_depth study

@@ -34,7 +34,7 @@ from study.report.layer_pairs import require_fingerprints
 from study.report.markdown import is_synthetic, render_markdown, report_title
 from study.report.section import Section, all_sections
 from study.report.text import factor_text
-from trainables.errors import UserInputError
+from trainables.settings import UserInputError
 
 log = logging.getLogger(__name__)
 HTML_PAGE = "report.html"

@@ -28,8 +28,7 @@ from study.names import (
     STUDY_KIND,
     STUDY_RUN_ID,
 )
-from trainables.errors import UserInputError
-from trainables.stage_config import INTERMEDIATE, INTERMEDIATE_STEPS, stage_name
+from trainables.settings import INTERMEDIATE, INTERMEDIATE_STEPS, UserInputError, stage_name
 
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]

@@ -34,9 +34,8 @@ from threadpoolctl import threadpool_limits
 from study import stats
 from study.names import FINGERPRINT_ARTIFACT
 from study.report.data import StudyRecord
-from trainables.errors import UserInputError
-from trainables.fingerprints import FILE_NAME, LayerFingerprint
-from trainables.fingerprints.compare import compare_pairs
+from trainables.settings import FINGERPRINT_FILE as FILE_NAME
+from trainables.settings import LayerFingerprint, UserInputError, compare_pairs
 
 KINDS = ("seeds", "arms", "data")
 # Arm factors that change what a tagger learns from rather than how it is built: how much of

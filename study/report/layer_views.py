@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 from study import stats  # noqa: E402
 from study.report import layer_pairs  # noqa: E402
 from study.report.data import StudyRecord  # noqa: E402
-from study.report.plots import arm_labels  # noqa: E402
+from study.report.plots import arm_labels, save_figure  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import markdown_table  # noqa: E402
 
@@ -118,10 +118,7 @@ def heatmap(rows: pd.DataFrame, title: str, path: Path) -> Path | None:
         ax.set_title(MEASURES[measure], fontsize=8)
         fig.colorbar(image, ax=ax, fraction=0.03)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def summary_markdown(table: pd.DataFrame) -> str:

@@ -14,7 +14,7 @@ from study import stats
 from study.names import TRAINABLE_TAG
 from study.report.text import markdown_table, num, p_value, stage_sequence
 from study.report.validity import budget_note
-from trainables.surface import SYNTHETIC
+from trainables.settings import SYNTHETIC
 
 if TYPE_CHECKING:
     from study.report import Report
@@ -43,7 +43,7 @@ def is_synthetic(record: StudyRecord) -> bool:
 
 SYNTHETIC_NOTE = (
     "> **Synthetic trainable.** Every number below comes from the response surface in "
-    "`trainables/surface.py`, not from training a model: this study tests the machinery "
+    "`trainables/settings/surface.py`, not from training a model: this study tests the machinery "
     "and is no finding."
 )
 

@@ -16,11 +16,12 @@ matplotlib.use("Agg")  # no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from study.names import EXPLORE  # noqa: E402
 from study.report.data import StudyRecord  # noqa: E402
 from study.report.text import factor_text  # noqa: E402
-from trainables.stage_config import INTERMEDIATE, stage_label  # noqa: E402
+from trainables.settings import INTERMEDIATE, stage_label  # noqa: E402
 
 LABELS = {
     "dev_f1": "dev F1 (conlleval)",
@@ -47,7 +48,9 @@ def _colors(arms: list[str]) -> dict[str, tuple]:
     return {arm: cmap(i % 10) for i, arm in enumerate(arms)}
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
+    """Every figure of the report is laid out, written and closed alike (closed: a report
+    draws dozens, and pyplot keeps each open figure's memory)."""
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -80,7 +83,7 @@ def lr_vs_f1(record: StudyRecord, path: Path) -> Path | None:
     )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, title="arm")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def learning_curves(curves: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
@@ -105,7 +108,7 @@ def learning_curves(curves: pd.DataFrame, record: StudyRecord, path: Path) -> Pa
                  fontsize=10)  # fmt: skip
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
@@ -130,7 +133,7 @@ def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
         ax.grid(alpha=0.3, axis="y")
     fig.suptitle(f"{record.name}, confirm: per-seed values by arm (lines join one seed)",
                  fontsize=10)  # fmt: skip
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _annotate(ax, image, values: np.ndarray) -> None:
@@ -172,7 +175,7 @@ def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
     ax.set_ylabel(rows)
     fig.colorbar(image, ax=ax, label=f"mean {LABELS.get(metric, metric)}")
     ax.set_title(f"{record.name}, confirm: mean {metric} over seeds", fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 DYNAMICS = {
@@ -223,4 +226,4 @@ def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> P
         fig.colorbar(image, ax=ax, fraction=0.05)
     fig.suptitle(f"{record.name}, confirm: how far each layer moved (mean over seeds)",
                  fontsize=10)  # fmt: skip
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from trainables.stage_config import INTERMEDIATE, stage_label
+from trainables.settings import INTERMEDIATE, stage_label
 
 
 def num(value: float | None, digits: int = 4) -> str:

@@ -9,9 +9,6 @@
 - `saved`: the searchers' base, whose state Tune saves with the experiment;
 - `tune_internals`: every reliance on Ray beyond its public API, pinned by
   tests/study/search/test_ray_contract.py.
-
-Studies saved before this package existed name these classes `study.scheduling.*`;
-`study._moved` keeps that name importable so they resume.
 """
 
 from __future__ import annotations

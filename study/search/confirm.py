@@ -21,7 +21,7 @@ from study.names import CONFIRM, STUDY_TAGS, TRIAL_CONFIG
 from study.plan import Arm, study_tags, trial_config
 from study.search.saved import SavedSearcher
 from study.spec import StudySpec
-from trainables.errors import UserInputError
+from trainables.settings import UserInputError
 
 log = logging.getLogger(__name__)
 

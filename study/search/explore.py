@@ -39,6 +39,7 @@ from ray.tune.search import Searcher
 from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
 from study.plan import Arm, max_epochs, study_tags, trial_config
 from study.search.confirm import best_per_arm
+from study.search.optuna_internals import live_trial
 from study.search.optuna_storage import study_name, write_arm
 from study.search.record import SampleRecord
 from study.search.saved import SavedSearcher
@@ -50,7 +51,7 @@ from study.search.tune_internals import (
     new_asha,
 )
 from study.spec import StudySpec, finite_points
-from trainables.errors import first_line
+from trainables.settings import first_line
 
 log = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -215,7 +216,7 @@ class ArmSearcher(SavedSearcher):
             study.tell(sample.optuna_number, float(np.mean(list(sample.final.values()))))
         else:
             frozen = study.trials[sample.optuna_number]
-            handle = optuna.trial.Trial(study, frozen._trial_id)
+            handle = live_trial(study, frozen)
             for epoch_index, (_, mean) in enumerate(sample.rung_means):
                 handle.report(mean, epoch_index)
             study.tell(sample.optuna_number, state=TrialState.PRUNED)

@@ -28,8 +28,9 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from study.search.optuna_internals import trial_id
 from study.search.record import SampleRecord
-from trainables.errors import UserInputError, first_line
+from trainables.settings import UserInputError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -141,19 +142,19 @@ def _new_trial(sample: SampleRecord, distributions: Mapping[str, BaseDistributio
 def _update(storage: optuna.storages.BaseStorage, trial: FrozenTrial, sample: SampleRecord) -> None:
     for step, mean in _curve(sample).items():
         if trial.intermediate_values.get(step) != mean:
-            storage.set_trial_intermediate_value(trial._trial_id, step, mean)
+            storage.set_trial_intermediate_value(trial_id(trial), step, mean)
     for key, value in _attrs(sample).items():
         if trial.user_attrs.get(key) != value:
-            storage.set_trial_user_attr(trial._trial_id, key, value)
+            storage.set_trial_user_attr(trial_id(trial), key, value)
     state, value = _state(sample)
     if state != TrialState.RUNNING:
-        storage.set_trial_state_values(trial._trial_id, state, None if value is None else [value])
+        storage.set_trial_state_values(trial_id(trial), state, None if value is None else [value])
 
 
 def _supersede(storage: optuna.storages.BaseStorage, trial: FrozenTrial) -> None:
     if trial.state == TrialState.RUNNING:
-        storage.set_trial_user_attr(trial._trial_id, "superseded", True)
-        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        storage.set_trial_user_attr(trial_id(trial), "superseded", True)
+        storage.set_trial_state_values(trial_id(trial), TrialState.FAIL)
 
 
 def check_storage(url: str) -> None:

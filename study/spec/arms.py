@@ -12,9 +12,7 @@ from study.spec.document import Doc, FieldPath, count, is_int, show
 from study.spec.factors import Shape, allowed_part, check_layers
 from study.spec.keys import LAYER_FIELDS
 from study.spec.validated import ConfirmPhase
-from trainables.budget import BUDGET, BudgetError
-from trainables.config import TrialConfig
-from trainables.errors import ConfigError
+from trainables.settings import BUDGET, BudgetError, ConfigError, TrialConfig
 
 
 def check_arms(

@@ -28,11 +28,21 @@ from study.spec.reading import find_study, read_study
 from study.spec.stages import check_stage_factor, locate_stage_data
 from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
 from study.spec.validated import Metric, StudySpec
-from trainables import layouts
-from trainables.config import TrialConfig
-from trainables.data.sources import CORPUS_KINDS, SPLITS, UNTYPED, data_inputs
-from trainables.errors import ConfigError, ModelError
-from trainables.model_source import read_config_json, resolve_model
+from trainables.settings import (
+    CORPUS_KINDS,
+    LAYOUTS,
+    SPLITS,
+    TINY_CONFIG,
+    TINY_MODEL,
+    UNTYPED,
+    ConfigError,
+    ModelError,
+    TrialConfig,
+    data_inputs,
+    layout_of,
+    read_config_json,
+    resolve_model,
+)
 
 METRIC_MODES = ("max", "min")
 
@@ -199,6 +209,8 @@ def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> 
     """Layer and head counts from the model's config alone (no weights are read)."""
     if not resolve_layers:
         return Shape(0, 0)
+    if model == TINY_MODEL:  # the trial builds it, with torch; its shape is known without
+        return _shape(doc, model, TINY_CONFIG)
     try:
         resolved = resolve_model(model)
     except ModelError as err:
@@ -210,23 +222,34 @@ def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> 
         if hub_only:
             return Shape(0, 0)
         raise doc.fail(("model",), f"cannot read the config of {model!r}: {err}") from None
+    return _shape(doc, model, config)
+
+
+def _shape(doc: Doc, model: str, config: dict[str, Any]) -> Shape:
     try:
-        layout = layouts.layout_of(config["model_type"])
+        layout = layout_of(config["model_type"])
     except ModelError as err:
         raise doc.bad(("model",), model, str(err)) from None
     return Shape(int(config[layout.layers_field]), int(config[layout.heads_field]))
 
 
 def model_config(resolved: str, hub_only: bool) -> dict[str, Any]:
-    """The model type and its layer/head fields: straight from a local config.json when it
-    has them, so that checking a study imports no torch; else through transformers, which
-    knows each family's defaults and downloads hub configs."""
-    local = read_config_json(resolved) if Path(resolved).is_dir() else None
-    layout = layouts.LAYOUTS.get(local.get("model_type")) if local else None
+    """The model type and its layer/head fields: straight from the config.json (a local
+    folder's, or a hub model's through huggingface_hub) when it has them, so that checking a
+    study imports no torch; else through transformers, which knows each family's defaults."""
+    if Path(resolved).is_dir():
+        local = read_config_json(resolved)
+    else:
+        from huggingface_hub import hf_hub_download  # torch-free; raises when not cached
+
+        local = read_config_json(
+            str(Path(hf_hub_download(resolved, "config.json", local_files_only=hub_only)).parent)
+        )
+    layout = LAYOUTS.get(local.get("model_type")) if local else None
     if layout and all(name in local for name in layout.fields()):
         return local
     from transformers import AutoConfig  # imports torch: only when config.json falls short
 
     config = AutoConfig.from_pretrained(resolved, local_files_only=hub_only)
-    names = {name for lay in layouts.LAYOUTS.values() for name in lay.fields()}
+    names = {name for lay in LAYOUTS.values() for name in lay.fields()}
     return {"model_type": config.model_type, **{n: getattr(config, n, None) for n in names}}

@@ -13,12 +13,19 @@ from typing import Any, Union
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
 from study.spec.keys import FACTORS, FIXED_ONLY, LAYER_FIELDS, SECTIONS, SET_AT_TOP
 from study.spec.stages import check_stage_list
-from trainables.budget import BUDGET, BudgetError, budget_shape
-from trainables.config import TrialConfig, normalized
-from trainables.errors import ConfigError, joined
-from trainables.layouts import DEPTH_FORMS, RELATIVE_DEPTH
-from trainables.stage_config import INTERMEDIATE
-from trainables.yaml_reading import bool_word
+from trainables.settings import (
+    BUDGET,
+    DEPTH_FORMS,
+    INTERMEDIATE,
+    RELATIVE_DEPTH,
+    BudgetError,
+    ConfigError,
+    TrialConfig,
+    bool_word,
+    budget_shape,
+    joined,
+    normalized,
+)
 
 _FIELD_TYPES = typing.get_type_hints(TrialConfig)
 HEADS_SHORTHAND = ("one_head_in_blocks", "baseline", "heads")

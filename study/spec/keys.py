@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainables.config import TrialConfig
+from trainables.settings import TrialConfig
 
 TOP_LEVEL_KEYS = (
     "description",

@@ -14,7 +14,7 @@ from study.spec.distributions import Distribution
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest
 from study.spec.factors import Shape, check_value
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase
-from trainables.yaml_reading import bool_word
+from trainables.settings import bool_word
 
 CONFIRM_KEYS = ("select", "seeds", "max_seeds", "step", "reuse_explore_seeds", "data_seeds")
 

@@ -18,8 +18,7 @@ import yaml
 from study.spec.document import Doc, FieldPath, SpecError, dotted
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
-from trainables.errors import joined
-from trainables.yaml_reading import Loader
+from trainables.settings import Loader, joined
 
 # the studies shipped with the package: in a checkout a link to search_spaces/ at its root
 SEARCH_SPACES = Path(__file__).resolve().parents[1] / "search_spaces"

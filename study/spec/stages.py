@@ -5,9 +5,9 @@
         - []                                              # arm intermediate=none
         - [{name: spans, data: {embedded: wnut16, untyped: true}, epochs: 1}]   # =spans
 
-A stage is checked by the trial's own check (trainables/stage_config.py), its error pointed at
-the line of the stage key at fault; its data paths are relative to the study file like `data`'s;
-arms are named by their stages' names, so two lists of stages of one grid must be named
+A stage is checked by the trial's own check (trainables/settings/stage_config.py), its error
+pointed at the line of the stage key at fault; its data paths are relative to the study file like
+`data`'s; arms are named by their stages' names, so two lists of stages of one grid must be named
 apart. The stages' data are read before anything is written, like the study's own data.
 """
 
@@ -18,10 +18,15 @@ from typing import Any
 
 from study.spec.document import Doc, FieldPath
 from study.spec.paths import data_locations
-from trainables.config import TrialConfig
-from trainables.data.sources import load_checked_splits
-from trainables.errors import UserInputError
-from trainables.stage_config import INTERMEDIATE, StageError, stage_label, stage_name
+from trainables.settings import (
+    INTERMEDIATE,
+    StageError,
+    TrialConfig,
+    UserInputError,
+    load_checked_splits,
+    stage_label,
+    stage_name,
+)
 
 # where a study file may write a list of stages: one per grid value, or one
 _LISTS = (("grid", INTERMEDIATE), ("fixed", INTERMEDIATE), ("compare", "baseline", INTERMEDIATE))

@@ -1,5 +1,5 @@
 """`trainable`: what a study's trials train. The tagger (the default), or the synthetic
-response surface of `trainables/surface.py` for testing the machinery:
+response surface of `trainables/settings/surface.py` for testing the machinery:
 
     trainable: synthetic                                  # the surface's defaults
     trainable: {synthetic: {noise: 0.02, step_s: 0.1}}   # with options
@@ -14,8 +14,7 @@ from typing import Any
 
 from study.spec.document import Doc
 from study.spec.factors import Shape, allowed_part
-from trainables.errors import ConfigError
-from trainables.surface import SYNTHETIC, TAGGER, Surface, check_option
+from trainables.settings import SYNTHETIC, TAGGER, ConfigError, Surface, check_option
 
 SYNTHETIC_MODEL = "synthetic"  # what a synthetic study records as its model
 ALLOWED = f"'{TAGGER}' (the default), '{SYNTHETIC}', or {{{SYNTHETIC}: {{option: value}}}}"

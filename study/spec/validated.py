@@ -10,7 +10,7 @@ from typing import Any
 
 from study.analysis import Analysis
 from study.spec.distributions import Distribution
-from trainables.surface import TAGGER
+from trainables.settings import TAGGER
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,5 @@
 """MLflow tracking of a study: `store` (the run tree, no Ray), `callback` (the Tune callback
 the driver runs), `summary` (what the driver prints at the end, read back from MLflow).
-
-`MlflowTrackingCallback` is re-exported here under the module path it had before the package
-existed: Tune pickles the callback into each experiment's saved state, and `--resume` of a
-study saved by older code unpickles it as `study.tracking.MlflowTrackingCallback`.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 
 from study.names import FINGERPRINT_ARTIFACT
 from study.tracking.store import StudyTracker
-from trainables.fingerprints import FILE_NAME
+from trainables.settings import FINGERPRINT_FILE as FILE_NAME
 
 log = logging.getLogger(__name__)
 

@@ -28,12 +28,12 @@ from study.tracking.store import (
     result_batches,
     trial_status,
 )
-from trainables.errors import first_line
+from trainables.settings import first_line
 
 log = logging.getLogger(__name__)
 
 CONVERGED = "converged"  # tag of a completed trial run: "true" or "false"
-FINAL_GAIN = "final_gain"  # the trial's metric that decides it (trainables/curves.py)
+FINAL_GAIN = "final_gain"  # the trial's metric that decides it (trainables/training/curves.py)
 
 RETRY_S = 10  # seconds between tries while the tracking server is down
 DRAIN_S = 600  # at the end of a phase, how long to wait for it to come back

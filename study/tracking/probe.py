@@ -15,7 +15,7 @@ import urllib.parse
 
 from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
 
-from trainables.errors import UserInputError, first_line
+from trainables.settings import UserInputError, first_line
 
 CONNECT_TIMEOUT_S = 10
 

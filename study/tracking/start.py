@@ -38,8 +38,7 @@ from study.precision import PRECISION_KEY, resolved_precision
 from study.spec import StudySpec
 from study.tracking.probe import probe_database, probe_server_store, shown_uri
 from study.tracking.store import StudyTracker
-from trainables.errors import UserInputError, first_line
-from trainables.surface import SYNTHETIC, TAGGER
+from trainables.settings import SYNTHETIC, TAGGER, UserInputError, first_line
 
 
 def probe_tracking(uri: str) -> None:

@@ -20,7 +20,7 @@ from transformers import AutoConfig
 
 from tests.study_helpers import REPO, study_command, write_study
 from tests.tiny import tiny_model_folder
-from trainables.precision import FORCE_ENV
+from trainables.settings.precision import FORCE_ENV
 
 pytestmark = pytest.mark.study
 
@@ -285,7 +285,7 @@ CASES: dict[str, Case] = {
         fixed__precision="bf16",
     ),
 }
-# The CPU a case stands in for (trainables/precision.py's forced answer)
+# The CPU a case stands in for (trainables/settings/precision.py's forced answer)
 CASE_ENV = {"bf16 on a CPU without it": {FORCE_ENV: "0"}}
 
 

@@ -26,6 +26,32 @@ def test_driver_start_up_imports_no_torch():
     assert done.stdout.strip() == "[]", done.stdout
 
 
+# every shipped study at every profile (None: the file without a profile), checked and planned
+# in one fresh interpreter; prints the first that loads a heavy module, and what it loaded
+_EVERY_STUDY = f"""
+import sys, yaml
+from study.plan import make_plan
+from study.spec import SEARCH_SPACES, load_study
+for path in sorted(SEARCH_SPACES.glob("*.yaml")):
+    for profile in [None, *(yaml.safe_load(path.read_text()).get("profiles") or {{}})]:
+        make_plan(load_study(path.stem, profile)).describe()
+        loaded = [m for m in {HEAVY!r} if m in sys.modules]
+        if loaded:
+            print(path.stem, profile, loaded)
+            sys.exit()
+print("none")
+"""
+
+
+def test_checking_and_planning_every_shipped_study_imports_no_torch():
+    """`model: tiny` included: the trial builds the tiny model, the driver knows its shape."""
+    done = subprocess.run(
+        [sys.executable, "-c", _EVERY_STUDY], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "none", done.stdout
+
+
 def test_making_a_report_imports_neither_ray_nor_torch():
     """A report is made from MLflow alone, on any machine that sees the store."""
     code = "import sys, study.report\nprint([m for m in ('ray', 'torch') if m in sys.modules])\n"

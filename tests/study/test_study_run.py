@@ -30,7 +30,7 @@ from tests.study_helpers import (
     tracking_uri,
     write_study,
 )
-from trainables.precision import host_has_native_bf16
+from trainables.settings.precision import host_has_native_bf16
 
 pytestmark = pytest.mark.study
 

@@ -1,9 +1,9 @@
 """Studies of the synthetic trainable through the real command line, Ray and MLflow: what they
 print and record says "synthetic", and search plus pruning find the surface's known optimum.
 
-The optimum is known because the surface is a formula (trainables/surface.py): for each arm,
-`Surface.best_final` is the best noise-free F1 at a trial's last step over the searched range,
-and the regret of the explore phase's choice is how far the chosen learning rate's F1 falls
+The optimum is known because the surface is a formula (trainables/settings/surface.py): for
+each arm, `Surface.best_final` is the best noise-free F1 at a trial's last step over the searched
+range, and the regret of the explore phase's choice is how far the chosen learning rate's F1 falls
 short of it.
 """
 
@@ -24,7 +24,7 @@ from tests.study_helpers import (
     tracking_uri,
     write_synthetic_study,
 )
-from trainables.surface import Surface
+from trainables.settings.surface import Surface
 
 pytestmark = pytest.mark.study
 

@@ -1,4 +1,4 @@
-"""Budgets on the tiny model (trainables/budget.py): `steps` runs exactly N optimizer steps
+"""Budgets on the tiny model (trainables/settings/budget.py): `steps` runs exactly N optimizer steps
 whatever the data fraction; `until_plateau` stops when dev stops improving, reports test on
 the best evaluation's weights and resumes exactly; every trial reports what it spent and its
 final gain; bad budgets are one line."""
@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from trainables import __main__ as command_line
-from trainables.config import TrialConfig
-from trainables.curves import final_gain
 from trainables.errors import ConfigError
-from trainables.metrics import is_wall_clock
-from trainables.train import Trial
+from trainables.settings.config import TrialConfig
+from trainables.training.curves import final_gain
+from trainables.training.metrics import is_wall_clock
+from trainables.training.train import Trial
 
 PLATEAU = {"until_plateau": {"patience": 2, "min_delta": 0.02, "max_epochs": 10}}
 

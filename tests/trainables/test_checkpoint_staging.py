@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainables.config import TrialConfig
-from trainables.train import Trial
+from trainables.settings.config import TrialConfig
+from trainables.training.train import Trial
 from trainables.tune_adapter import MEMORY_FOLDER, staged_checkpoint, staging_folder
 
 

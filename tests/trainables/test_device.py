@@ -10,8 +10,8 @@ import torch
 
 from study.plan import make_plan, trial_config
 from study.spec import load_study
-from trainables.device import autocast, resolve_device
 from trainables.errors import ConfigError
+from trainables.model.device import autocast, resolve_device
 
 
 def test_auto_is_the_gpu_only_when_torch_sees_one(monkeypatch):

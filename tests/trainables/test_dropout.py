@@ -1,5 +1,5 @@
 """Dropout with `keep_mask`'s masks: the keep rule, determinism from the global generator, the
-attention path against SDPA, and that a built tagger uses them (trainables/dropout.py)."""
+attention path against SDPA, and that a built tagger uses them (trainables/model/dropout.py)."""
 
 import pytest
 import torch
@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.tiny import MODEL_TYPES, sample_batch, tiny_encoder, tiny_model_folder
-from trainables.dropout import (
+from trainables.model.dropout import (
     ATTENTION,
     MaskDropout,
     attention,
@@ -16,7 +16,7 @@ from trainables.dropout import (
     use_mask_attention_dropout,
     use_mask_dropout,
 )
-from trainables.tagger import build_tagger
+from trainables.model.tagger import build_tagger
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from tests.tiny import MODEL_TYPES, tiny_encoder
-from trainables import dynamics, surgery
 from trainables.data.encoding import EncodedSplit, Window
 from trainables.errors import ModelError
+from trainables.measures import dynamics
+from trainables.model import surgery
 
 LAYERS = 4
 # A "pretrained" encoder whose blocks do real work: with the default 0.02 init every block is

@@ -1,12 +1,13 @@
-"""A layer-dynamics measure is added in trainables/dynamics.py alone: the trial reports whatever
-`dynamics.layer_dynamics` returns, and the MLflow store turns each name into a per-layer metric."""
+"""A layer-dynamics measure is added in trainables/measures/dynamics.py alone: the trial reports
+whatever `dynamics.layer_dynamics` returns, and the MLflow store turns each name into a per-layer
+metric."""
 
 from __future__ import annotations
 
 from study.tracking.store import split_layer_metrics
-from trainables import dynamics
-from trainables.config import TrialConfig
-from trainables.train import Trial
+from trainables.measures import dynamics
+from trainables.settings.config import TrialConfig
+from trainables.training.train import Trial
 
 
 def test_a_new_measure_reaches_the_final_metrics_and_mlflow(trial_settings, monkeypatch):

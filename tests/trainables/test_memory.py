@@ -15,7 +15,7 @@ import pytest
 # faults of ten steps after two warm-up steps.
 CHILD = """
 import resource, sys, torch
-from trainables.memory import keep_freed_memory
+from trainables.model.memory import keep_freed_memory
 kept = keep_freed_memory() if sys.argv[1] == "keep" else None
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Embedding(30522, 384), torch.nn.Linear(384, 384))
@@ -57,7 +57,7 @@ def test_the_embedding_gradient_is_reused_from_step_to_step():
 
 
 def test_elsewhere_it_says_it_did_nothing(monkeypatch):
-    from trainables import memory
+    from trainables.model import memory
 
     monkeypatch.setattr(memory.platform, "system", lambda: "Darwin")
     assert memory.keep_freed_memory() is False

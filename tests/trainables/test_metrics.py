@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from trainables.curves import final_gain
-from trainables.metrics import (
+from trainables.training.curves import final_gain
+from trainables.training.metrics import (
     entity_scores,
     learning_curve_area,
     steps_to_fraction_of_final,

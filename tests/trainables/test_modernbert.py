@@ -22,8 +22,8 @@ from torch import nn
 
 from tests.study_helpers import REPO
 from tests.tiny import HEADS, HIDDEN, sample_batch, tiny_config, tiny_encoder, tiny_model_folder
-from trainables import surgery
-from trainables.tagger import build_tagger, load_encoder
+from trainables.model import surgery
+from trainables.model.tagger import build_tagger, load_encoder
 
 NUM_LABELS = 5
 D = HIDDEN // HEADS  # rows of one head in each of Q, K and V

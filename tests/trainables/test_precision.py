@@ -18,10 +18,10 @@ from study.precision import (
     with_precision,
 )
 from study.spec import load_study
-from trainables.config import TrialConfig
-from trainables.device import cpu_has_native_bf16, trial_precision
 from trainables.errors import ConfigError
-from trainables.precision import (
+from trainables.model.device import cpu_has_native_bf16, trial_precision
+from trainables.settings.config import TrialConfig
+from trainables.settings.precision import (
     CPUINFO,
     FORCE_ENV,
     cpuinfo_flags,
@@ -29,7 +29,7 @@ from trainables.precision import (
     has_native_bf16,
     host_has_native_bf16,
 )
-from trainables.train import Trial
+from trainables.training.train import Trial
 
 CPU = torch.device("cpu")
 

@@ -12,15 +12,15 @@ import yaml
 
 from tests.conftest import other_domain, synthetic_sentences, write_conll
 from trainables import __main__ as command_line
-from trainables.config import TrialConfig
 from trainables.data.labels import LabelMap
 from trainables.data.sources import load_checked_splits
 from trainables.errors import ConfigError
-from trainables.metrics import is_wall_clock, learning_curve_area
-from trainables.stage_config import STAGE_KEY, stage_label
-from trainables.stages import StagedTrial, stage_config, target_config
-from trainables.train import Trial
-from trainables.trials import new_trial
+from trainables.settings.config import TrialConfig
+from trainables.settings.stage_config import STAGE_KEY, stage_label
+from trainables.training.metrics import is_wall_clock, learning_curve_area
+from trainables.training.stages import StagedTrial, stage_config, target_config
+from trainables.training.train import Trial
+from trainables.training.trials import new_trial
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,9 @@ import torch
 from torch import nn
 
 from tests.tiny import HEADS, HIDDEN, MODEL_TYPES, sample_batch, tiny_config, tiny_encoder
-from trainables import layouts, surgery
 from trainables.errors import ModelError
+from trainables.model import surgery
+from trainables.settings import layouts
 
 STD = 0.02
 

@@ -1,6 +1,7 @@
-"""The synthetic trainable alone (trainables/surface.py, trainables/synthetic.py), no Ray: it
-evaluates when the tagger would, a resumed trial reports what an uninterrupted one does, it
-fails and diverges when told to, and its noise is the documented size."""
+"""The synthetic trainable alone (trainables/settings/surface.py,
+trainables/training/synthetic.py), no Ray: it evaluates when the tagger would, a resumed trial
+reports what an uninterrupted one does, it fails and diverges when told to, and its noise is the
+documented size."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from trainables.config import TrialConfig
 from trainables.errors import ConfigError, TrainingDiverged
-from trainables.surface import Surface, surface_of
-from trainables.synthetic import SyntheticTrial
-from trainables.trials import new_trial
+from trainables.settings.config import TrialConfig
+from trainables.settings.surface import Surface, surface_of
+from trainables.training.synthetic import SyntheticTrial
+from trainables.training.trials import new_trial
 
 
 def trial(surface: dict | None = None, **settings) -> SyntheticTrial:

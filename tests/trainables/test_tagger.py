@@ -9,9 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tests.tiny import MODEL_TYPES, sample_batch, tiny_config, tiny_encoder, tiny_model_folder
-from trainables import surgery, tagger
 from trainables.errors import ModelError
-from trainables.tagger import (
+from trainables.model import surgery, tagger
+from trainables.model.tagger import (
     EMBEDDED_MODEL,
     Tagger,
     build_tagger,
@@ -19,6 +19,7 @@ from trainables.tagger import (
     param_groups,
     resolve_model,
 )
+from trainables.settings.model_source import TINY_CONFIG, TINY_MODEL
 
 NUM_LABELS = 5
 
@@ -93,6 +94,15 @@ def test_missing_path_is_rejected(name):
 @pytest.mark.parametrize("name", ["bert-base-cased", "google/electra-small-discriminator"])
 def test_hub_ids_pass_through(name):
     assert resolve_model(name) == name
+
+
+def test_tiny_is_built_by_the_trial_in_the_shape_the_driver_plans_with():
+    """The driver plans `model: tiny` from `TINY_CONFIG` alone (no torch); the folder the trial
+    builds must say the same, or layer factors would be planned for another model."""
+    with pytest.raises(ModelError, match="built by the trial"):
+        resolve_model(TINY_MODEL)
+    config = json.loads((Path(tagger.model_folder(TINY_MODEL)) / "config.json").read_text())
+    assert {key: config[key] for key in TINY_CONFIG} == TINY_CONFIG
 
 
 # --- load_encoder -------------------------------------------------------------------------

@@ -5,12 +5,12 @@ import torch
 import yaml
 
 from trainables import __main__ as command_line
-from trainables.config import TrialConfig
 from trainables.errors import ConfigError, TrainingDiverged
-from trainables.metrics import is_wall_clock
-from trainables.optimization import clip_gradients
-from trainables.precision import FORCE_ENV
-from trainables.train import Trial
+from trainables.settings.config import TrialConfig
+from trainables.settings.precision import FORCE_ENV
+from trainables.training.metrics import is_wall_clock
+from trainables.training.optimization import clip_gradients
+from trainables.training.train import Trial
 
 
 def run_all(settings: dict) -> list[dict]:

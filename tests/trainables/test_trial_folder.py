@@ -11,7 +11,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from tests.servers import S3_ENV, s3_server, s3_unavailable_reason
-from trainables.trial_folder import FINAL_FILE, TrialFolder
+from trainables.training.trial_folder import FINAL_FILE, TrialFolder
 
 FINAL = {"dev_f1": 0.41, "final": True}
 

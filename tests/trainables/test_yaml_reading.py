@@ -12,8 +12,8 @@ import yaml
 
 from study.spec import load_study
 from tests.study_helpers import REPO, study_command, write_study
-from trainables.config import TrialConfig
 from trainables.errors import ConfigError
+from trainables.settings.config import TrialConfig
 from trainables.yaml_reading import bool_word, load_yaml, parse_value
 
 

@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 from scipy.special import gammaln  # noqa: E402
 
 from study.report.data import StudyRecord  # noqa: E402
+from study.report.plots import save_figure  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import frame_table  # noqa: E402
 
@@ -78,10 +79,7 @@ def plot_expected_max(table: pd.DataFrame, path: Path) -> Path | None:
     axes[1].set(xlabel="trial-hours")
     axes[0].legend(fontsize=7)
     fig.suptitle("Expected best dev F1 for a budget (unbiased estimator)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _figures(tables: Tables, folder: Path) -> dict[str, Path]:

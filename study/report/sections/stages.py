@@ -20,9 +20,10 @@ import pandas as pd  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from study.report.data import StudyRecord, learning_curves  # noqa: E402
+from study.report.plots import save_figure  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import frame_table, num, stage_sequence  # noqa: E402
-from trainables.stage_config import stage_prefix  # noqa: E402
+from trainables.settings import stage_prefix  # noqa: E402
 
 CURVES, MOVED, SUMMARY = "stage_curves", "stage_dynamics", "stage_summary"
 TARGET = "target"
@@ -138,10 +139,7 @@ def plot_stage_curves(curves: pd.DataFrame, path: Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.suptitle("Confirm phase: dev-F1 learning curve of each stage, mean over seeds",
                  fontsize=10)  # fmt: skip
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_stage_dynamics(moved: pd.DataFrame, path: Path) -> Path | None:
@@ -163,10 +161,7 @@ def plot_stage_dynamics(moved: pd.DataFrame, path: Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.suptitle("Confirm phase: how far each layer moved by the end of each stage (mean over "
                  "seeds)", fontsize=10)  # fmt: skip
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _figures(tables: Tables, folder: Path) -> dict[str, Path]:

@@ -4,8 +4,8 @@ while a trial on it is between checkpoints: that trial starts again from its las
 on the surviving node, the study finishes, and MLflow holds each trial once, the retried one
 with its retry count.
 
-The trials are synthetic (trainables/surface.py) and sleep per step, so a trial is mid-flight
-for seconds with a checkpoint at every evaluation, and a resumed one reports what an
+The trials are synthetic (trainables/settings/surface.py) and sleep per step, so a trial is
+mid-flight for seconds with a checkpoint at every evaluation, and a resumed one reports what an
 uninterrupted one would.
 """
 

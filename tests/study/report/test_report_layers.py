@@ -21,8 +21,8 @@ from study.report.layer_pairs import layer_table
 from tests.layer_store import perturbed, write_layer_study
 from tests.study_helpers import REPO
 from tests.trainables.test_dynamics import batches, pretrained
-from trainables.fingerprints.capture import capture
-from trainables.fingerprints.compare import compare
+from trainables.measures.fingerprints.capture import capture
+from trainables.measures.fingerprints.compare import compare
 
 SEEDS = [2, 3, 4, 5]
 

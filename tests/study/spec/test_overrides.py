@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from study.execution.storage import LAYOUT_KEY, LAYOUT_VERSION
 from study.spec import SpecError, check_same_overrides, load_study
 from tests.study_helpers import REPO, study_command, write_study
 
@@ -161,7 +162,8 @@ def test_resume_refuses_other_overrides_in_one_line_and_writes_nothing(study, tm
     so); resuming with another value, or with none, is refused before anything is written."""
     folder = tmp_path / "ray_results" / "teststudy" / "default-20260101-000000"
     folder.mkdir(parents=True)
-    state = {"invocation": "abc", "profile": "default", "overrides": ["fixed.epochs=3"]}
+    state = {"invocation": "abc", "profile": "default", "overrides": ["fixed.epochs=3"],
+             LAYOUT_KEY: LAYOUT_VERSION}  # fmt: skip
     (folder / "study.json").write_text(json.dumps(state))
     for extra in (["--set", "fixed.epochs=2"], []):
         done = subprocess.run(study_command(study, tmp_path, "--resume", *extra), cwd=REPO,

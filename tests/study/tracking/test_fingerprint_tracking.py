@@ -17,9 +17,9 @@ from ray import tune
 from study.names import FINGERPRINT_ARTIFACT
 from tests.study.tracking import test_tracking
 from tests.trainables.test_dynamics import batches, pretrained, reinitialised
-from trainables.fingerprints import FILE_NAME, LayerFingerprint
-from trainables.fingerprints.capture import capture
-from trainables.fingerprints.compare import compare
+from trainables.measures.fingerprints import FILE_NAME, LayerFingerprint
+from trainables.measures.fingerprints.capture import capture
+from trainables.measures.fingerprints.compare import compare
 from trainables.tune_adapter import FINAL_FILE
 
 ARTIFACT = f"{FINGERPRINT_ARTIFACT}/{FILE_NAME}"

@@ -1,6 +1,6 @@
 """Layer fingerprints of tiny encoders: what they keep, what a size cap drops, the file, and
 comparing two of them layer by layer with the NumPy measures the report uses (checked
-against the torch ones of trainables/dynamics.py)."""
+against the torch ones of trainables/measures/dynamics.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from tests.trainables.test_dynamics import batches, pretrained, random_distributions, reinitialised
-from trainables import dynamics, similarity
-from trainables.fingerprints import LayerFingerprint, sentences_within
-from trainables.fingerprints.capture import capture
-from trainables.fingerprints.compare import compare, compare_pairs
-from trainables.sizes import parse_size
+from trainables.measures import dynamics, similarity
+from trainables.measures.fingerprints import LayerFingerprint, sentences_within
+from trainables.measures.fingerprints.capture import capture
+from trainables.measures.fingerprints.compare import compare, compare_pairs
+from trainables.settings.sizes import parse_size
 
 LAYERS = 4
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainables.config import TrialConfig
 from trainables.errors import ConfigError
-from trainables.fingerprints import FILE_NAME, LayerFingerprint
-from trainables.fingerprints.compare import compare
-from trainables.train import Trial
+from trainables.measures.fingerprints import FILE_NAME, LayerFingerprint
+from trainables.measures.fingerprints.compare import compare
+from trainables.settings.config import TrialConfig
+from trainables.training.train import Trial
 from trainables.tune_adapter import FINAL_FILE, staged_checkpoint
 
 BLOCKS = 3  # the tiny model of conftest

@@ -1,0 +1,61 @@
+"""A study saved by code with another module layout is refused on `--resume`: Tune pickles its
+searcher, scheduler and callbacks by module path, and no old module name is kept importable.
+The state records the layout it was saved under; one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from study.execution.storage import (
+    LAYOUT_KEY,
+    LAYOUT_VERSION,
+    STATE_FILE,
+    StudyStore,
+    study_folder,
+)
+from tests.study_helpers import REPO, study_command, write_study
+from trainables.settings import UserInputError
+
+
+def _saved(store: StudyStore, state: dict) -> str:
+    folder = "teststudy/default-20260101-000000"
+    store.write_state(folder, state)
+    return folder
+
+
+def test_a_new_study_records_the_layout_and_resumes_under_it(tmp_path):
+    store = StudyStore(str(tmp_path))
+    folder, state = study_folder(store, "teststudy", "default", resume=False)
+    assert state[LAYOUT_KEY] == LAYOUT_VERSION
+    store.write_state(folder, state)
+    assert study_folder(store, "teststudy", "default", resume=True) == (folder, state)
+
+
+@pytest.mark.parametrize("layout", [None, LAYOUT_VERSION - 1, LAYOUT_VERSION + 1])
+def test_another_or_no_layout_is_refused(tmp_path, layout):
+    store = StudyStore(str(tmp_path))
+    state = {"invocation": "abc"} | ({} if layout is None else {LAYOUT_KEY: layout})
+    _saved(store, state)
+    shown = "unrecorded" if layout is None else str(layout)
+    with pytest.raises(UserInputError, match=f"another module layout \\(layout {shown}, "):
+        study_folder(store, "teststudy", "default", resume=True)
+
+
+def test_the_command_line_refuses_it_in_one_line_and_writes_nothing(
+    tmp_path, tiny_model, tiny_corpus
+):
+    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+    store = StudyStore(str(tmp_path / "ray_results"))
+    folder = tmp_path / "ray_results" / _saved(store, {"invocation": "abc", "overrides": []})
+    before = (folder / STATE_FILE).read_text()
+    done = subprocess.run(study_command(study, tmp_path, "--resume"), cwd=REPO,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: --resume: ") and "another module layout" in lines[0]
+    assert not (tmp_path / "mlflow.db").exists()
+    assert [p.name for p in folder.iterdir()] == [STATE_FILE]
+    assert (folder / STATE_FILE).read_text() == before

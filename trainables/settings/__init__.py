@@ -1,0 +1,140 @@
+"""Everything the study driver and the report may know about a trial, with no torch behind it.
+
+`study` imports from here and from nowhere else in `trainables` (besides the Tune entry point,
+`trainables.tune_adapter.train_tagger`), so the driver checks and plans a study without loading
+torch or transformers; tests/study/test_import_graph.py holds both rules. The modules in this
+package describe a trial (its config, stages, precision, model source, the synthetic surface);
+the names below from `trainables.errors`, `trainables.yaml_reading`, `trainables.data.sources`
+and `trainables.measures.fingerprints` are their torch-free parts, which sit outside this
+package because `trainables.data` is read by this package's checks and by the trainer alike.
+"""
+
+from trainables.data.sources import (
+    CORPUS_KINDS,
+    SPLITS,
+    UNTYPED,
+    data_inputs,
+    load_checked_splits,
+)
+from trainables.data.sources.conll import ConllSource
+from trainables.data.sources.huggingface import HuggingFaceSource
+from trainables.errors import (
+    ConfigError,
+    ModelError,
+    UserInputError,
+    first_line,
+    joined,
+)
+from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
+from trainables.measures.fingerprints import LayerFingerprint
+from trainables.measures.fingerprints.compare import compare_pairs
+from trainables.settings.budget import (
+    BUDGET,
+    Budget,
+    BudgetError,
+    PlateauWatch,
+    budget_shape,
+    check_patience,
+    parse_budget,
+)
+from trainables.settings.command_line import (
+    EXIT_BAD_INPUT,
+    OneLineParser,
+    add_set_option,
+    exit_codes,
+    trial_parser,
+)
+from trainables.settings.config import TrialConfig, normalized
+from trainables.settings.layouts import DEPTH_FORMS, LAYOUTS, RELATIVE_DEPTH, layout_of
+from trainables.settings.model_source import (
+    EMBEDDED_MODEL,
+    TINY_CONFIG,
+    TINY_MODEL,
+    looks_like_path,
+    read_config_json,
+    resolve_model,
+)
+from trainables.settings.precision import (
+    AUTO,
+    BF16,
+    FP32,
+    host_has_native_bf16,
+    no_native_bf16,
+    resolve_precision,
+)
+from trainables.settings.stage_config import (
+    INTERMEDIATE,
+    INTERMEDIATE_STEPS,
+    StageError,
+    stage_label,
+    stage_name,
+    stage_prefix,
+)
+from trainables.settings.surface import SYNTHETIC, TAGGER, Surface, check_option
+from trainables.yaml_reading import Loader, bool_word, parse_value
+
+# the key of a Ray Tune trial's config under which the driver puts the trial's settings, and
+# from which the Tune entry point (trainables/tune_adapter.py) reads them
+TRIAL_CONFIG = "trial"
+
+__all__ = [
+    "BUDGET",
+    "Budget",
+    "BudgetError",
+    "EXIT_BAD_INPUT",
+    "OneLineParser",
+    "PlateauWatch",
+    "add_set_option",
+    "budget_shape",
+    "check_patience",
+    "exit_codes",
+    "parse_budget",
+    "trial_parser",
+    "AUTO",
+    "BF16",
+    "CORPUS_KINDS",
+    "DEPTH_FORMS",
+    "EMBEDDED_MODEL",
+    "FINGERPRINT_FILE",
+    "FP32",
+    "INTERMEDIATE",
+    "INTERMEDIATE_STEPS",
+    "LAYOUTS",
+    "RELATIVE_DEPTH",
+    "SPLITS",
+    "SYNTHETIC",
+    "TAGGER",
+    "TINY_CONFIG",
+    "TINY_MODEL",
+    "TRIAL_CONFIG",
+    "UNTYPED",
+    "ConfigError",
+    "ConllSource",
+    "HuggingFaceSource",
+    "LayerFingerprint",
+    "Loader",
+    "ModelError",
+    "StageError",
+    "Surface",
+    "TrialConfig",
+    "UserInputError",
+    "bool_word",
+    "check_option",
+    "compare_pairs",
+    "data_inputs",
+    "first_line",
+    "host_has_native_bf16",
+    "joined",
+    "layout_of",
+    "load_checked_splits",
+    "looks_like_path",
+    "no_native_bf16",
+    "normalized",
+    "parse_value",
+    "read_config_json",
+    "resolve_model",
+    "resolve_precision",
+    "stage_label",
+    "stage_name",
+    "stage_prefix",
+]

@@ -1,0 +1,172 @@
+"""How long a trial trains, when `epochs` (and `max_steps`) are not the right unit: the trial
+setting `budget`, checked here without torch, so that the trial command line, an intermediate
+stage and a study file refuse the same values with the same words.
+
+    budget: {steps: 600}
+        exactly 600 optimizer steps whatever the data fraction: the data cycles through as
+        many epochs as that takes, the learning-rate schedule spans the 600 steps, and dev is
+        evaluated as without a budget (every `eval_every` steps, else at each epoch's end).
+        Arms on different data fractions then get the same compute.
+    budget: {until_plateau: {patience: 2, min_delta: 0.005, max_epochs: 12}}
+        train until the study metric on dev has not improved by more than `min_delta` for
+        `patience` evaluations in a row, or `max_epochs` are done; then the weights of the
+        best evaluation (the last one that improved by more than `min_delta`) are put back,
+        and the final dev, test and extra-set scores are theirs. The learning-rate schedule
+        spans `max_epochs`, so stopping early does not change the steps before it.
+    no budget (null): `epochs`, capped by `max_steps`, as before budgets existed.
+
+`max_steps` still caps every budget (it is what smoke runs set). `patience` counts dev
+evaluations: without `eval_every` there is one per epoch, so it may not exceed `max_epochs`
+(here); with `eval_every` it may not exceed the evaluations `max_epochs` hold, which depend on
+the data and are checked when the trial is built (trainables/training/train.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from trainables.errors import ConfigError, joined
+
+BUDGET = "budget"  # the trial setting, study factor and stage key
+KINDS = ("steps", "until_plateau")
+PLATEAU_KEYS = ("patience", "min_delta", "max_epochs")
+EXAMPLE = "{steps: 600} or {until_plateau: {patience: 2, min_delta: 0.005, max_epochs: 12}}"
+
+
+class BudgetError(ConfigError):
+    """A budget that cannot run; `path` is where inside the setting (`until_plateau`,
+    `patience`) and `reason` what is wrong there, so a study file's error names the line."""
+
+    def __init__(self, path: tuple[str, ...], reason: str):
+        self.path, self.reason = path, joined(reason)
+        super().__init__(f"trial setting {'.'.join((BUDGET, *path))}: {self.reason}")
+
+
+@dataclass(frozen=True)
+class Plateau:
+    """`until_plateau`: stop after `patience` evaluations without a gain above `min_delta`."""
+
+    patience: int
+    max_epochs: int
+    min_delta: float = 0.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One checked budget: exactly one of `steps` and `until_plateau`."""
+
+    steps: int | None = None
+    until_plateau: Plateau | None = None
+
+
+def parse_budget(value: Any, eval_every: int | None = None) -> Budget | None:
+    """The budget `value` asks for (None: none), checked; `eval_every` is the trial's: without
+    it dev is evaluated once per epoch, so `patience` may not exceed `max_epochs`."""
+    budget = budget_shape(value)
+    plateau = budget.until_plateau if budget is not None else None
+    if plateau is not None and eval_every is None and plateau.patience > plateau.max_epochs:
+        raise BudgetError(("until_plateau", "patience"), f"{plateau.patience} is not allowed: "
+                          "dev is evaluated once per epoch, so patience may be at most "
+                          f"max_epochs ({plateau.max_epochs}); it would never stop "
+                          "early")  # fmt: skip
+    return budget
+
+
+def budget_shape(value: Any) -> Budget | None:
+    """`value` checked on its own, before the trial's `eval_every` is known (a study file's
+    factor value; the arm as a whole is checked with `parse_budget`)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or len(value) != 1:
+        raise BudgetError((), f"{value!r} is not allowed: one of {EXAMPLE}")
+    (kind, setting), = value.items()  # fmt: skip
+    _known(kind, KINDS, (), "budget kind")
+    if kind == "steps":
+        return Budget(steps=_positive_int(setting, ("steps",)))
+    return Budget(until_plateau=_plateau(setting))
+
+
+def _plateau(value: Any) -> Plateau:
+    path = ("until_plateau",)
+    if not isinstance(value, dict):
+        raise BudgetError(path, f"{value!r} is not allowed: a mapping such as "
+                          "{patience: 2, min_delta: 0.005, max_epochs: 12}")  # fmt: skip
+    for key in value:
+        _known(key, PLATEAU_KEYS, path, "until_plateau key")
+    for key in ("patience", "max_epochs"):
+        if key not in value:
+            raise BudgetError((*path, key), f"{key} is missing: until_plateau needs patience "
+                              "and max_epochs (min_delta defaults to 0)")  # fmt: skip
+    patience = _positive_int(value["patience"], (*path, "patience"))
+    max_epochs = _positive_int(value["max_epochs"], (*path, "max_epochs"))
+    delta = value.get("min_delta", 0.0)
+    if not _number(delta) or delta < 0:
+        raise BudgetError((*path, "min_delta"), f"{delta!r} is not allowed: a number >= 0 in "
+                          "the study metric's units")  # fmt: skip
+    return Plateau(patience, max_epochs, float(delta))
+
+
+def _known(key: Any, known: tuple[str, ...], path: tuple[str, ...], what: str) -> None:
+    if key in known:
+        return
+    close = difflib.get_close_matches(str(key), known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise BudgetError((*path, str(key)), f"unknown {what} {key!r}{hint}; {what}s: "
+                      f"{', '.join(known)}")  # fmt: skip
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive_int(value: Any, path: tuple[str, ...]) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise BudgetError(path, f"{value!r} is not allowed: an integer >= 1")
+    return value
+
+
+def check_patience(plateau: Plateau, evaluations: int) -> None:
+    """With `eval_every`, patience may not exceed the dev evaluations `max_epochs` hold."""
+    if plateau.patience > evaluations:
+        raise BudgetError(("until_plateau", "patience"), f"{plateau.patience} is not allowed: "
+                          f"max_epochs ({plateau.max_epochs}) hold only {evaluations} dev "
+                          "evaluation(s) at this eval_every and data size")  # fmt: skip
+
+
+class PlateauWatch:
+    """The stopping rule of `until_plateau` on one metric, and the state a checkpoint keeps:
+    the best value, its step and evaluation index, and evaluations waited since."""
+
+    def __init__(self, plateau: Plateau, mode: str):
+        self.plateau, self.sign = plateau, 1.0 if mode == "max" else -1.0
+        self.best: float | None = None
+        self.best_step = 0
+        self.best_evaluation = 0
+        self.waited = 0
+
+    def update(self, value: float, step: int, evaluation: int) -> bool:
+        """Take one evaluation; True if it is the new best (its weights are to be kept)."""
+        better = self.best is None or self.sign * (value - self.best) > self.plateau.min_delta
+        if better:
+            self.best, self.best_step, self.best_evaluation, self.waited = (
+                value, step, evaluation, 0
+            )  # fmt: skip
+        else:
+            self.waited += 1
+        return better
+
+    @property
+    def stop(self) -> bool:
+        return self.waited >= self.plateau.patience
+
+    def state(self) -> list[float]:
+        best = math.nan if self.best is None else self.best
+        return [best, float(self.best_step), float(self.best_evaluation), float(self.waited)]
+
+    def load(self, state: list[float]) -> None:
+        best, step, evaluation, waited = state
+        self.best = None if math.isnan(best) else float(best)
+        self.best_step, self.best_evaluation, self.waited = int(step), int(evaluation), int(waited)

@@ -1,0 +1,79 @@
+"""The argparse pieces every command of the project shares (`python -m study.run`,
+`python -m study.report`, `python -m trainables`), so that they read and fail alike: a bad
+command line is one `error:` line and exit 2, as a bad study file is, and `--set` means the same
+everywhere (repeatable, one KEY=VALUE each)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+EXIT_BAD_INPUT = 2  # a flag, a file or a server is wrong: one line says which and why
+HELP_WIDTH = 100  # fixed, so that `--help` and docs/cli.md do not depend on the terminal
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, except that a wrong command line is one `error:` line, not a usage dump: a
+    script or a scheduler reads the same form from every mistake the commands refuse."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _formatter)
+        super().__init__(**kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    """Examples and exit codes in the epilog keep their lines; the width is fixed."""
+    return argparse.RawDescriptionHelpFormatter(prog, width=HELP_WIDTH)
+
+
+def add_set_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--set KEY=VALUE`, repeatable, into `args.overrides` in the order given; `what` says
+    what a KEY names for this command."""
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help=f"override {what}; the VALUE is read as YAML (3e-5 a number, off a word); "
+        "repeatable, one KEY=VALUE each",
+    )  # fmt: skip
+
+
+def exit_codes(codes: dict[int, str]) -> str:
+    """The epilog's exit-code table."""
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in codes.items())
+
+
+TRIAL_EXAMPLES = """examples:
+  python -m trainables --set lr=3e-5 --set epochs=1     # the embedded MiniLM on WNUT-16
+  python -m trainables --config trial.yaml --set seed=3 --metrics-out m.jsonl
+  python -m trainables --config trial.yaml --checkpoint-dir ckpt     # saved at every evaluation
+  python -m trainables --config trial.yaml --checkpoint-dir ckpt --resume   # continue it
+
+The same command is installed as `trainables-run`."""
+
+
+def trial_parser() -> OneLineParser:
+    """`python -m trainables`'s command line, with examples and exit codes in its help;
+    torch-free, so its docs page is made without loading torch."""
+    parser = OneLineParser(
+        prog="python -m trainables",
+        description="Train one tagger trial (no Ray, no MLflow) from a YAML file of trial "
+        "settings\nand --set overrides; print its dev and test F1.",
+        epilog=TRIAL_EXAMPLES + "\n\n" + exit_codes({
+            0: "the trial finished (its F1 printed)",
+            2: "bad input (a flag, the YAML file, a setting) or a diverged trial: one line",
+        }),
+    )  # fmt: skip
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML file of trial settings (TrialConfig fields)"
+    )
+    add_set_option(parser, "a trial setting (a TrialConfig field: lr, epochs, seed, ...)")
+    parser.add_argument(
+        "--checkpoint-dir", metavar="DIR", help="save the full state here at every evaluation"
+    )
+    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir")
+    parser.add_argument(
+        "--metrics-out", metavar="FILE", help="append every evaluation's metrics as JSON lines"
+    )
+    return parser

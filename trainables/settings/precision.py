@@ -1,0 +1,84 @@
+"""Which floating-point precision a trial trains in, decided without importing torch.
+
+`auto` (the default) is bf16 on a CUDA device and on a CPU with native bf16 instructions
+(AVX-512 BF16 or AMX), fp32 elsewhere. Native matters: there a bf16 matmul runs several times
+faster than an fp32 one (docs/benchmarks.md), while a CPU without it emulates bf16 through
+fp32 and gains nothing. Master weights and the AdamW state stay fp32 either way; only the
+forward and backward compute under bf16 autocast (trainables/model/device.py).
+
+Two readers of the same facts: the study driver, which imports no torch, reads its host's
+flags from /proc/cpuinfo to resolve `auto` once for a whole study (study/precision.py); a
+trial's own process asks torch about its CPU (trainables/model/device.py) and refuses a bf16 it
+cannot run natively. Both obey the forced answer in the environment variable FORCE_ENV, which
+lets a test or a user stand in for a CPU with (1) or without (0) native bf16.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from trainables.errors import ConfigError
+
+AUTO, FP32, BF16 = "auto", "fp32", "bf16"
+PRECISIONS = (AUTO, FP32, BF16)
+# /proc/cpuinfo's names for native bf16 arithmetic, which torch's CPU capabilities share
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+NATIVE_BF16_WORDS = "AVX-512 BF16 or AMX"
+FORCE_ENV = "NER_DEPTH_CPU_BF16"
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def forced_answer() -> bool | None:
+    """The answer FORCE_ENV gives in place of the CPU's own flags; None when it is unset."""
+    value = os.environ.get(FORCE_ENV, "").strip()
+    if not value:
+        return None
+    if value not in ("0", "1"):
+        raise ConfigError(
+            f"{FORCE_ENV}={value!r} is not allowed: expected 1 (treat the CPU as having native "
+            "bf16) or 0 (as not having it), or leave it unset"
+        )
+    return value == "1"
+
+
+def cpuinfo_flags(path: Path = CPUINFO) -> frozenset[str]:
+    """The feature flags of the first processor listed in a Linux /proc/cpuinfo (x86 calls
+    the line `flags`, ARM `Features`); empty where the file cannot be read."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
+
+
+def has_native_bf16(flags: Iterable[str]) -> bool:
+    present = set(flags)
+    return any(flag in present for flag in NATIVE_BF16_FLAGS)
+
+
+def host_has_native_bf16(path: Path = CPUINFO) -> bool:
+    """Whether this host's CPU has native bf16: the forced answer, else /proc/cpuinfo."""
+    forced = forced_answer()
+    return has_native_bf16(cpuinfo_flags(path)) if forced is None else forced
+
+
+def resolve_precision(precision: str, *, cuda: bool, native_bf16: bool) -> str:
+    """`auto` made concrete for a device: bf16 on CUDA or a CPU with native bf16, else fp32.
+    An explicit precision is kept; whether the device can run it is checked where it runs."""
+    if precision != AUTO:
+        return precision
+    return BF16 if cuda or native_bf16 else FP32
+
+
+def no_native_bf16(where: str) -> ConfigError:
+    """The one line that refuses bf16 on a CPU without it."""
+    return ConfigError(
+        f"precision=bf16 needs a CPU with native bf16 ({NATIVE_BF16_WORDS}), and {where} has "
+        "neither; use precision: fp32, or auto (bf16 only where the CPU has it)"
+    )

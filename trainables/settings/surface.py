@@ -1,0 +1,271 @@
+"""The synthetic trainable's response surface: learning curves from a documented formula, for
+testing the machinery (search, pruning, tracking, a cluster losing a node, the scale
+benchmark). Never a finding: every report of a synthetic study says so in its title.
+
+A trial's settings that the surface reads (everything else is ignored), with `L` = `layers`:
+
+- `d`, the blocks kept: `depth` (an int, `full` = L, `full-N` = L - N; none = L);
+- `r`, the blocks re-initialised: `d - reinit_from` when `reinit_from` < d, else 0;
+- `h`, the heads re-initialised: `len(reinit_heads)`; `f` = `data_fraction`; `lr`; `seed`
+  and `data_seed`; `epochs`, `max_steps` and `eval_every` as the tagger reads them.
+
+The arm's learning-rate optimum, in decades above `best_lr` (fewer blocks, fresh blocks and
+less data each want a larger rate):
+
+    shift = 0.5 (L - d) / L + 1.0 r / d + 0.25 log10(1 / f)        lr* = best_lr * 10**shift
+
+What the arm converges to at its optimum, and at a learning rate `x` decades from it:
+
+    top = peak_f1 - 0.10 (L - d) / L - 0.15 r / d - 0.2 h / (L * heads) - 0.08 log10(1 / f)
+    F_inf = max(0, top - lr_penalty * x**2)
+
+How fast (in optimizer steps; one full-data epoch is `steps_per_epoch` steps, a trial's epoch
+`ceil(steps_per_epoch * f)`): a shallower encoder converges sooner, re-initialised blocks
+later, and a smaller learning rate later, by sqrt(10) per decade:
+
+    tau = convergence_epochs * steps_per_epoch * sqrt(d / L) * (1 + r / d) * 10**(-x / 2)
+    (times `slow_by` for the arm `slow_arm` names: an arm made to under-train on purpose)
+    F(s) = F_inf * (1 - exp(-s / tau))
+
+What a trial reports at step s: `dev_f1` = F(s) + noise * (a + b) / sqrt(2) + noise / 4 * e_s,
+clipped to [0, 1], where a is drawn from the seed (and data seed) alone, so every arm shares
+it and pairing by seed removes it, b from the seed and the arm's and sample's settings, and
+e_s afresh at every evaluation; `dev_loss` = 1 - dev_f1. At the end also `test_f1` (F at the
+last step plus the same a and b and its own noise / 2 draw), `surface_f1` (F at the last step
+without noise: what the regret of a choice is measured on), `curve_area` and `steps_to_95`.
+All draws come from numpy generators seeded by those values, so a trial is the same every
+time and a resumed trial reports what an uninterrupted one would.
+
+A trial's steps follow its `budget` as the tagger's do (trainables/settings/budget.py): `steps`, or
+`until_plateau` on the study metric, whose final `dev_f1`, `test_f1` and `surface_f1` are
+then those of the best evaluation's step. `tokens_seen` is `tokens_per_step` per step (there
+is no data: a nominal count, so compute comparisons have something to compare).
+
+A trial more than `diverge_above` decades above its arm's optimum diverges at its first step
+(`TrainingDiverged`, as the tagger's NaN loss does); `fail_at_step` raises as in the tagger.
+Each step takes `step_s` seconds of wall time (sleeping; 0 for throughput runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trainables.errors import ConfigError
+from trainables.settings.budget import Budget, parse_budget
+from trainables.settings.layouts import RELATIVE_DEPTH
+
+TAGGER, SYNTHETIC = "tagger", "synthetic"
+_SALT = 20261124  # keeps the surface's draws apart from any other use of the same seeds
+_EVALUATION = 1  # marks an evaluation's (or the test set's) draw in its seed key
+
+
+@dataclass(frozen=True)
+class Surface:
+    """The options of `trainable: {synthetic: {...}}`, each with its default."""
+
+    layers: int = 12  # blocks of the nominal encoder (depth `full`)
+    heads: int = 12  # attention heads per block (reinit_heads indices)
+    best_lr: float = 5.0e-5  # the optimum with every block, none re-initialised, all data
+    peak_f1: float = 0.9  # what that optimum converges to
+    lr_penalty: float = 0.1  # F1 lost per squared decade away from an arm's optimum
+    noise: float = 0.01  # seed-to-seed standard deviation of F1 (about one F1 point)
+    convergence_epochs: float = 0.5  # epochs to 63% of the asymptote, at the optimum
+    steps_per_epoch: int = 100  # optimizer steps per epoch on all the data
+    step_s: float = 0.0  # wall seconds per step
+    diverge_above: float | None = 1.5  # decades above the optimum that diverge; null: never
+    # an arm that learns `slow_by` times slower: the trials whose settings equal all of these
+    # (e.g. {reinit_from: 4}), so a study can under-train one arm deterministically
+    slow_arm: dict[str, Any] | None = None
+    slow_by: float = 10.0
+    tokens_per_step: int = 512  # what one step adds to tokens_seen
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> Surface:
+        unknown = [name for name in options if name not in cls.option_names()]
+        if unknown:
+            raise ConfigError(
+                f"unknown synthetic surface option(s) {', '.join(map(str, unknown))}; "
+                f"options: {', '.join(cls.option_names())}"
+            )
+        for name, value in options.items():
+            check_option(name, value)
+        return cls(**options)
+
+    def options(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    # --- the formula ---------------------------------------------------------------------
+    def arm(self, settings: dict[str, Any]) -> ArmPoint:
+        """The structural part of a trial's settings, as the formula reads it."""
+        layers = self.layers
+        kept = _blocks_kept(settings.get("depth"), layers)
+        start = settings.get("reinit_from")
+        fresh = kept - start if start is not None and start < kept else 0
+        heads = len(settings.get("reinit_heads") or [])
+        fraction = float(settings.get("data_fraction", 1.0))
+        slow = self.slow_arm is not None and all(
+            settings.get(name) == value for name, value in self.slow_arm.items()
+        )
+        return ArmPoint(kept, fresh, heads, fraction, slow)
+
+    def optimum_lr(self, arm: ArmPoint) -> float:
+        shift = 0.5 * (self.layers - arm.kept) / self.layers + 1.0 * arm.fresh / arm.kept
+        shift += 0.25 * math.log10(1.0 / arm.fraction)
+        return self.best_lr * 10**shift
+
+    def decades_off(self, arm: ArmPoint, lr: float) -> float:
+        return math.log10(lr / self.optimum_lr(arm))
+
+    def asymptote(self, arm: ArmPoint, lr: float) -> float:
+        top = self.peak_f1 - 0.10 * (self.layers - arm.kept) / self.layers
+        top -= 0.15 * arm.fresh / arm.kept + 0.2 * arm.heads / (self.layers * self.heads)
+        top -= 0.08 * math.log10(1.0 / arm.fraction)
+        return max(0.0, top - self.lr_penalty * self.decades_off(arm, lr) ** 2)
+
+    def tau_steps(self, arm: ArmPoint, lr: float) -> float:
+        tau = self.convergence_epochs * self.steps_per_epoch * math.sqrt(arm.kept / self.layers)
+        tau *= (1 + arm.fresh / arm.kept) * (self.slow_by if arm.slow else 1.0)
+        return tau * 10 ** (-self.decades_off(arm, lr) / 2)
+
+    def mean_f1(self, arm: ArmPoint, lr: float, step: int) -> float:
+        """F(step): the noise-free dev F1 of the arm at this learning rate."""
+        return self.asymptote(arm, lr) * (1 - math.exp(-step / self.tau_steps(arm, lr)))
+
+    def diverges(self, arm: ArmPoint, lr: float) -> bool:
+        return self.diverge_above is not None and self.decades_off(arm, lr) > self.diverge_above
+
+    def trial_steps(
+        self, arm: ArmPoint, epochs: int, max_steps: int | None, budget: Budget | None = None
+    ) -> tuple[int, int]:
+        """Steps per epoch of a trial on its data fraction, and its steps at most, as the
+        tagger counts them (trainables/training/optimization.py `step_budget`)."""
+        per_epoch = max(1, math.ceil(self.steps_per_epoch * arm.fraction))
+        total = epochs * per_epoch
+        if budget is not None and budget.steps is not None:
+            total = budget.steps
+        elif budget is not None and budget.until_plateau is not None:
+            total = budget.until_plateau.max_epochs * per_epoch
+        return per_epoch, min(total, max_steps) if max_steps else total
+
+    def best_final(
+        self, settings: dict[str, Any], low: float, high: float, points: int = 2001
+    ) -> tuple[float, float]:
+        """(lr, F at the trial's last step) of the best learning rate in [low, high] on a
+        log grid: the truth a search in that range is measured against (regret)."""
+        arm = self.arm(settings)
+        budget = parse_budget(settings.get("budget"), settings.get("eval_every"))
+        epochs, max_steps = settings.get("epochs", 3), settings.get("max_steps")
+        _, total = self.trial_steps(arm, epochs, max_steps, budget)
+        grid = np.geomspace(low, high, points)
+        values = [self.mean_f1(arm, lr, total) for lr in grid]
+        best = int(np.argmax(values))
+        return float(grid[best]), float(values[best])
+
+    # --- the draws -----------------------------------------------------------------------
+    def seed_effect(self, settings: dict[str, Any]) -> float:
+        """noise * (a + b) / sqrt(2): a shared by every arm on this seed, b this trial's own."""
+        seed = int(settings.get("seed", 0))
+        data_seed = settings.get("data_seed")
+        data_seed = seed if data_seed is None else int(data_seed)
+        shared = np.random.default_rng([_SALT, seed, data_seed]).standard_normal()
+        own = np.random.default_rng([_SALT, trial_hash(settings), seed]).standard_normal()
+        return self.noise * float(shared + own) / math.sqrt(2)
+
+    def draw(self, settings: dict[str, Any], *where: int) -> float:
+        """A standard normal draw of this trial at `where` (a step, or -1 for the test set).
+
+        numpy seeds [x, y] and [x, y, 0] alike (trailing zeros add no entropy), so the key
+        marks these draws apart from `seed_effect`'s and never ends in a zero."""
+        seed = int(settings.get("seed", 0))
+        key = [_SALT, trial_hash(settings), seed, _EVALUATION, *(w + 2 for w in where)]
+        return float(np.random.default_rng(key).standard_normal())
+
+
+@dataclass(frozen=True)
+class ArmPoint:
+    kept: int  # d
+    fresh: int  # r
+    heads: int  # h
+    fraction: float  # f
+    slow: bool = False  # the arm `slow_arm` names
+
+
+def _blocks_kept(depth: Any, layers: int) -> int:
+    if depth is None:
+        return layers
+    if isinstance(depth, str):
+        match = RELATIVE_DEPTH.fullmatch(depth.strip())
+        if not match:
+            raise ConfigError(f"trial setting depth={depth!r} is not allowed: an int or full-N")
+        return layers - int(match.group(1) or 0)
+    return int(depth)
+
+
+def trial_hash(settings: dict[str, Any]) -> int:
+    """A stable number for the settings that make a trial's own draws (not its seed)."""
+    keys = ("depth", "reinit_from", "reinit_heads", "data_fraction", "lr", "epochs")
+    text = json.dumps({k: settings.get(k) for k in keys}, sort_keys=True, default=str)
+    return zlib.crc32(text.encode())
+
+
+# --- checking options -------------------------------------------------------------------------
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+_CHECKS: dict[str, tuple[Any, str]] = {
+    "layers": (_positive_int, "an integer >= 1"),
+    "heads": (_positive_int, "an integer >= 1"),
+    "best_lr": (lambda v: _number(v) and v > 0, "a learning rate > 0"),
+    "peak_f1": (lambda v: _number(v) and 0 < v <= 1, "an F1 in (0, 1]"),
+    "lr_penalty": (lambda v: _number(v) and v >= 0, "a number >= 0"),
+    "noise": (lambda v: _number(v) and v >= 0, "a standard deviation >= 0"),
+    "convergence_epochs": (lambda v: _number(v) and v > 0, "epochs > 0"),
+    "steps_per_epoch": (_positive_int, "an integer >= 1"),
+    "step_s": (lambda v: _number(v) and v >= 0, "seconds >= 0"),
+    "diverge_above": (lambda v: v is None or (_number(v) and v > 0), "decades > 0, or null"),
+    "slow_arm": (
+        lambda v: v is None or (isinstance(v, dict) and all(isinstance(k, str) for k in v)),
+        "a mapping of trial settings to values, e.g. {reinit_from: 4}, or null",
+    ),
+    "slow_by": (lambda v: _number(v) and v >= 1, "a factor >= 1"),
+    "tokens_per_step": (_positive_int, "an integer >= 1"),
+}
+
+
+def check_option(name: str, value: Any) -> None:
+    ok, allowed = _CHECKS[name]
+    if not ok(value):
+        raise ConfigError(f"synthetic surface option {name}={value!r} is not allowed: {allowed}")
+
+
+def surface_of(trainable: Any) -> Surface | None:
+    """The surface a `trainable` setting asks for, or None for the tagger. Takes `tagger`,
+    `synthetic` or `{synthetic: {option: value}}`; anything else is a ConfigError."""
+    if trainable in (None, TAGGER):
+        return None
+    if trainable == SYNTHETIC:
+        return Surface()
+    if isinstance(trainable, dict) and list(trainable) == [SYNTHETIC]:
+        options = trainable[SYNTHETIC] or {}
+        if isinstance(options, dict):
+            return Surface.from_options(options)
+    raise ConfigError(
+        f"trial setting trainable={trainable!r} is not allowed: expected '{TAGGER}', "
+        f"'{SYNTHETIC}' or {{{SYNTHETIC}: {{option: value}}}}"
+    )

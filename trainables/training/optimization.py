@@ -1,0 +1,68 @@
+"""The optimizer side of a trial: its step budget, AdamW with a head learning rate under warmup
+and decay, and gradient clipping. Used by `trainables.training.train.Trial`."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trainables.model.tagger import Tagger, param_groups
+from trainables.settings.config import TrialConfig
+
+
+def lr_multiplier(schedule: str, warmup: int, total: int):
+    """Learning-rate factor per step: linear warmup, then linear/cosine decay or constant."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total - warmup)
+        if schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        if schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor
+
+
+def step_budget(cfg: TrialConfig, train_windows: int) -> tuple[int, int]:
+    """Batches per epoch and optimizer steps at most (what the lr schedule spans): `epochs`
+    of them, or the `budget`'s steps, or its `until_plateau.max_epochs`, capped by
+    `max_steps` (trainables/settings/budget.py)."""
+    batches_per_epoch = math.ceil(train_windows / cfg.batch_size)
+    total_steps = cfg.epochs * batches_per_epoch
+    budget = cfg.parsed_budget()
+    if budget is not None and budget.steps is not None:
+        total_steps = budget.steps
+    elif budget is not None and budget.until_plateau is not None:
+        total_steps = budget.until_plateau.max_epochs * batches_per_epoch
+    if cfg.max_steps:
+        total_steps = min(total_steps, cfg.max_steps)
+    return batches_per_epoch, total_steps
+
+
+def make_optimizer(
+    model: Tagger, cfg: TrialConfig, device: torch.device, total_steps: int
+) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW with its own learning rate for the head, under warmup and decay to `total_steps`."""
+    # the fused kernel updates all parameters in one pass: on CPU the default per-tensor
+    # loop costs about a sixth of a MiniLM step; results stay deterministic
+    optimizer = torch.optim.AdamW(
+        param_groups(model, cfg.lr, cfg.head_lr, cfg.weight_decay),
+        fused=device.type in ("cpu", "cuda"),
+    )
+    warmup = int(cfg.warmup_ratio * total_steps)
+    schedule = lr_multiplier(cfg.schedule, warmup, total_steps)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
+def clip_gradients(parameters: list[torch.nn.Parameter], max_norm: float) -> None:
+    """`torch.nn.utils.clip_grad_norm_`, bit for bit, without its multiply of every gradient
+    by exactly 1.0 when the norm is already within `max_norm`: a pass over all 22.6M MiniLM
+    gradients (3.4 ms of a ~145 ms bf16 step on one thread) on about two thirds of the steps."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+    if not bool(max_norm / (norm + 1e-6) >= 1.0):  # torch's own factor; NaN still multiplies
+        torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, norm, foreach=True)

@@ -21,6 +21,7 @@ from trainables.yaml_reading import bool_word
 
 _FIELD_TYPES = typing.get_type_hints(TrialConfig)
 HEADS_SHORTHAND = ("one_head_in_blocks", "baseline", "heads")
+MAX_HEADS = 1024  # attention heads per block that `heads: N` may declare (encoders have <= 64)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,10 @@ def _each_head(doc: Doc, path: FieldPath, value: dict, shape: Shape) -> list:
     blocks = value.get("one_head_in_blocks")
     if not isinstance(blocks, list) or not blocks or not all(is_int(b) for b in blocks):
         raise doc.bad((*path, "one_head_in_blocks"), blocks, "a list of block indices")
-    heads = shape.heads or value.get("heads")  # `heads`: for a hub model not in the cache
+    written = value.get("heads")  # `heads`: for a hub model not in the cache
+    if written is not None and (not is_int(written) or not 1 <= written <= MAX_HEADS):
+        raise doc.bad((*path, "heads"), written, f"the heads per block, 1..{MAX_HEADS}")
+    heads = shape.heads or written
     if not heads or (not shape.layers and any(b < 0 for b in blocks)):
         why = "the model's layer and head counts could not be read: give `heads: N` and "
         raise doc.fail(path, why + "non-negative blocks, or list the [[layer, head]] arms")

@@ -74,7 +74,12 @@ def read_study(path: Path) -> Doc:
 
 def _parse_yaml(text: str, display: str) -> tuple[Any, dict[FieldPath, int]]:
     """Safe-load the text keeping its node tree, whose marks give each field's line."""
-    loader = Loader(text)
+    try:
+        loader = Loader(text)  # checks the characters first: a NUL is refused here
+    except yaml.reader.ReaderError as err:
+        line = text.count("\n", 0, err.position) + 1
+        raise SpecError(f"{display}:{line}: {joined(err.reason)} (character "
+                        f"U+{err.character:04X}); a study file is plain text") from None  # fmt: skip
     try:
         node = loader.get_single_node()
         if node is None:

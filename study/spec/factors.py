@@ -12,6 +12,7 @@ from typing import Any, Union
 
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
 from study.spec.keys import FACTORS, FIXED_ONLY, LAYER_FIELDS, SECTIONS, SET_AT_TOP
+from study.spec.limits import MAX_TRIALS
 from study.spec.stages import check_stage_list
 from trainables.config import TrialConfig, normalized
 from trainables.errors import ConfigError, joined
@@ -180,6 +181,9 @@ def _each_head(doc: Doc, path: FieldPath, value: dict, shape: Shape) -> list:
                 f"{_has_layers(shape.layers)}; use 0..{shape.layers - 1} or -1..-{shape.layers}"
             )
             raise doc.bad((*path, "one_head_in_blocks", index), blocks[index], allowed)
+    if len(set(resolved)) * heads > MAX_TRIALS:  # refused before its arms are listed
+        raise doc.fail(path, f"{len(set(resolved))} blocks x {heads} heads is more arms than "
+                       f"the {MAX_TRIALS:,} trials a study may plan")  # fmt: skip
     arms = [[[block, head]] for block in dict.fromkeys(resolved) for head in range(heads)]
     baseline = bool_word(value.get("baseline", True))
     if baseline is None:

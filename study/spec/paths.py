@@ -73,10 +73,13 @@ def _path(written: str, base: Path) -> str:
 def _local_or_name(doc: Doc, at: FieldPath, written: str, base: Path) -> str:
     name = written.strip()
     if Path(name).expanduser().is_absolute():
-        return os.path.normpath(Path(name).expanduser())
-    if looks_like_path(name) or _exists(doc, at, base / name):
-        return _path(name, base)
-    return written
+        local = os.path.normpath(Path(name).expanduser())
+    elif looks_like_path(name) or _exists(doc, at, base / name):
+        local = _path(name, base)
+    else:
+        return written
+    _exists(doc, at, Path(local))  # a path the file system cannot look up is refused here
+    return local
 
 
 def _exists(doc: Doc, at: FieldPath, path: Path) -> bool:

@@ -19,7 +19,7 @@ from study.spec.document import Doc, FieldPath, SpecError, dotted
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
 from trainables.errors import joined
-from trainables.yaml_reading import Loader
+from trainables.yaml_reading import Loader, YamlLimitError
 
 SEARCH_SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
@@ -78,8 +78,8 @@ def _parse_yaml(text: str, display: str) -> tuple[Any, dict[FieldPath, int]]:
         loader = Loader(text)  # checks the characters first: a NUL is refused here
     except yaml.reader.ReaderError as err:
         line = text.count("\n", 0, err.position) + 1
-        raise SpecError(f"{display}:{line}: {joined(err.reason)} (character "
-                        f"U+{err.character:04X}); a study file is plain text") from None  # fmt: skip
+        problem = f"{joined(err.reason)} (character U+{err.character:04X})"
+        raise SpecError(f"{display}:{line}: {problem}; a study file is plain text") from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -99,7 +99,9 @@ def _syntax_message(err: yaml.MarkedYAMLError, display: str) -> str:
     mark = err.problem_mark or err.context_mark
     where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1"
     problem = ": ".join(part for part in (err.context, err.problem) if part)
-    return f"{display}:{where}: YAML syntax error: {joined(problem or str(err))}"
+    limit = isinstance(err, YamlLimitError)
+    kind = "more than a study file may hold" if limit else "YAML syntax error"
+    return f"{display}:{where}: {kind}: {joined(problem or str(err))}"
 
 
 def _check_duplicate_keys(node: yaml.Node, display: str, path: FieldPath) -> None:

@@ -60,9 +60,15 @@ def read_study(path: Path) -> Doc:
     """The file's data with its lines; its top-level keys and profiles checked."""
     display = display_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        raw = path.read_bytes()
+    except OSError as err:
         raise SpecError(f"{display}: cannot read the study file: {joined(str(err))}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise SpecError(f"{display}:{line}: not UTF-8 text ({err.reason} at byte "
+                        f"{err.start}); save the study file as UTF-8") from None  # fmt: skip
     data, lines = _parse_yaml(text, display)
     doc = Doc(display, data, lines)
     if not isinstance(data, dict):

@@ -27,6 +27,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from study.run import _fail
+from trainables.errors import UserInputError
+
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "2000"))
 RANDOM = os.environ.get("FUZZ_RANDOM", "") not in ("", "0")
 
@@ -90,14 +93,14 @@ def check_outcome(outcome: Outcome, where: re.Pattern[str] | None = None) -> Non
         assert where.match(lines[0]), f"not naming file, line and key: {lines[0]!r}"
 
 
-def user_error_outcome(check: Callable[[], object]) -> int:
+def user_error_outcome(
+    check: Callable[[], object], bad_input: tuple[type[Exception], ...] = (UserInputError,)
+) -> int:
     """An entry point's handling of a checking function: exit 0 when it passes, the one-line
-    refusal and exit 2 on bad input (study.run.main's `_fail`); any other error propagates."""
-    from study.run import _fail
-    from trainables.errors import UserInputError
-
+    refusal and exit 2 on the errors it takes for bad input (study.run.main's); any other
+    error propagates, as it would as a traceback."""
     try:
         check()
-    except UserInputError as err:
+    except bad_input as err:
         return _fail(str(err))
     return 0

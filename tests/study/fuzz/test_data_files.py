@@ -57,9 +57,7 @@ def conll_bytes(draw) -> bytes:
 VALID = b"john B-PER\nlives O\nin O\nparis B-LOC\n\nacme B-ORG\nsays O\n"
 FILES = ("train.txt", "dev.txt", "test.txt", "extra.txt")
 # a file and its line, or the data field at fault
-NAMES_FILE_OR_FIELD = re.compile(
-    r"^error: (\S*(train|dev|test|extra)\.txt(:\d+)?|data\.\S+):"
-)
+NAMES_FILE_OR_FIELD = re.compile(r"^error: (\S*(train|dev|test|extra)\.txt(:\d+)?|data\.\S+):")
 
 
 def check_data(contents: dict[str, bytes], extra: dict | None = None) -> None:

@@ -72,7 +72,7 @@ def check_data(contents: dict[str, bytes], extra: dict | None = None) -> None:
     check_outcome(outcome, NAMES_FILE_OR_FIELD)
 
 
-@fuzz_settings(0.15)
+@fuzz_settings(0.1)
 @given(conll_bytes(), st.sampled_from(FILES[:3]))
 @example(b"\xef\xbb\xbfjohn\tB-PER\r\n\r\n\r\n-DOCSTART- O\r\n", "train.txt")
 @example(b"john\n", "dev.txt")  # one column
@@ -88,7 +88,7 @@ tag_maps = st.one_of(st.dictionaries(type_names.filter(lambda v: isinstance(v, s
                                      max_size=4), values)  # fmt: skip
 
 
-@fuzz_settings(0.1)
+@fuzz_settings(0.05)
 @given(
     st.one_of(st.none(), tag_maps),
     st.one_of(st.none(), st.sampled_from(["error", "as_o", "as-o", "O"]), values),

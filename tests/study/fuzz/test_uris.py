@@ -88,7 +88,7 @@ def check_uris(spec, tracking_uri, storage_uri, optuna_url, resume, max_concurre
     assert code == 0 or not written, f"refused, yet wrote {sorted(written)}"
 
 
-@fuzz_settings(0.12)
+@fuzz_settings(0.05)
 @given(tracking, storage, optuna, st.booleans(), st.none() | st.integers(-2, 4))
 @example("sqlite:///no/such/folder/x.db", "ray_results", None, False, None)
 @example(None, "a" * 300, None, False, None)  # a name longer than the file system takes

@@ -106,7 +106,7 @@ def _syntax_message(err: yaml.MarkedYAMLError, display: str) -> str:
     where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1"
     problem = ": ".join(part for part in (err.context, err.problem) if part)
     limit = isinstance(err, YamlLimitError)
-    kind = "more than a study file may hold" if limit else "YAML syntax error"
+    kind = "too much for a study file" if limit else "YAML syntax error"
     return f"{display}:{where}: {kind}: {joined(problem or str(err))}"
 
 

@@ -139,7 +139,10 @@ class TrialConfig:
             "'embeddings' or a number of blocks",
         )
         _check(
-            all(len(pair) == 2 for pair in self.reinit_heads),
+            isinstance(self.reinit_heads, list | tuple)
+            and all(
+                isinstance(pair, list | tuple) and len(pair) == 2 for pair in self.reinit_heads
+            ),
             "reinit_heads",
             self.reinit_heads,
             "a list of [layer, head] pairs",

@@ -48,13 +48,13 @@ options = st.lists(st.tuples(set_keys, set_values).map("=".join) | st.text(max_s
 @fuzz_settings(0.15)
 @given(options)
 @example(["fixed.epochs=abc"])
+@example(["-:"])
 @example(["profiles.smoke.seeds=1"])
 @example(["grid.depth.0.x=1"])
 @example(["seeds=[" * 40 + "]" * 40])  # nesting beyond the reader's limit
 def test_study_set_options(sets):
     argv = ["smoke", "--profile", "smoke", "--dry-run"]
-    for text in sets:
-        argv += ["--set", text]
+    argv += [f"--set={text}" for text in sets]  # a value may start with '-'
     with case_folder() as folder:
         outcome = run_entry(lambda: main(argv), folder)
     check_outcome(outcome)
@@ -91,5 +91,6 @@ def run_trial_reader(text: str | bytes | None, pairs: list[str]) -> None:
 @example("- a list\n", [])  # not a mapping: one line, not AttributeError
 @example("1: 2\n", [])  # a key that is not a setting's name
 @example(None, ["lr=" + "[" * 40 + "]" * 40])
+@example(None, ["reinit_heads=null"])  # found by a FUZZ_RANDOM run: TypeError from config.py
 def test_trial_settings(text, pairs):
     run_trial_reader(text, pairs)

@@ -25,6 +25,8 @@ from trainables.training.trials import new_trial
 from trainables.yaml_reading import load_yaml, parse_value
 
 log = logging.getLogger("trainables.training.train")  # the logger a trial's own lines go to
+# what main turns into one `error:` line and exit 2
+BAD_INPUT = (UserInputError, TrainingDiverged, FileNotFoundError, yaml.YAMLError)
 
 
 def _parse_overrides(pairs: list[str]) -> dict:
@@ -35,6 +37,21 @@ def _parse_overrides(pairs: list[str]) -> dict:
             raise UserInputError(f"--set {pair!r}: expected KEY=VALUE")
         out[key] = parse_value(value)  # as YAML: `3e-3` a number, `off` a word
     return out
+
+
+def read_settings(config: str | None, pairs: list[str]) -> TrialConfig:
+    """The trial's settings from `--config FILE` and `--set KEY=VALUE`, checked; bad input is
+    a UserInputError (or a YAML error) naming the file or the option."""
+    try:
+        values = load_yaml(Path(config).read_text(encoding="utf-8")) if config else None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserInputError(f"--config {config}: cannot read it: {joined(err)}") from None
+    if values is None:
+        values = {}
+    if not isinstance(values, dict) or not all(isinstance(key, str) for key in values):
+        raise UserInputError(f"{config}: expected a mapping of trial settings (lr: 3.0e-5, ...)")
+    values.update(_parse_overrides(pairs))
+    return TrialConfig.from_dict(values)
 
 
 def _run_logged(
@@ -85,13 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     started = time.time()
     try:
-        values = load_yaml(Path(args.config).read_text()) or {} if args.config else {}
-        values.update(_parse_overrides(args.overrides))
-        trial = new_trial(TrialConfig.from_dict(values))
+        trial = new_trial(read_settings(args.config, args.overrides))
         if args.resume:
             trial.restore(args.checkpoint_dir)
         metrics = _run_logged(trial, args.checkpoint_dir, args.metrics_out)
-    except (UserInputError, TrainingDiverged, FileNotFoundError, yaml.YAMLError) as err:
+    except BAD_INPUT as err:
         print(f"error: {joined(err)}", file=sys.stderr)
         return 2
     if metrics.get("final"):

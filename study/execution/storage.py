@@ -55,15 +55,30 @@ class StudyStore:
         return join_storage(self.base, *parts)
 
     def check_writable(self) -> None:
-        """Fail before Ray starts rather than when the first checkpoint is written."""
+        """Fail before Ray starts rather than when the first checkpoint is written. The folders
+        the probe made are removed again: a check refused later (a `--resume` with nothing to
+        resume) leaves nothing behind, and the run makes them when it writes its state."""
         probe = self.fs_path(f".write-test-{uuid.uuid4().hex[:8]}")
         try:
+            made = self._first_missing(self.base)
             self.fs.create_dir(self.base, recursive=True)
             with self.fs.open_output_stream(probe) as out:
                 out.write(b"ok")
             self.fs.delete_file(probe)
+            if made is not None:
+                self.fs.delete_dir(made)
         except OSError as err:
             raise UserInputError(f"--storage {self.root} is not writable: {err}") from err
+
+    def _first_missing(self, path: str) -> str | None:
+        """The outermost folder of `path` that does not exist yet; None when it exists."""
+        missing = None
+        while path and self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+            missing, parent = path, path.rstrip("/").rpartition("/")[0]
+            if parent == path:
+                break
+            path = parent
+        return missing
 
     def new_study_dir(self, study: str, profile: str) -> str:
         return f"{study}/{profile}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -19,6 +19,7 @@ from study.spec.factors import (
     fixed_factors,
     grid_factors,
 )
+from study.spec.limits import check_plan_size
 from study.spec.overrides import apply_overrides, parse_overrides
 from study.spec.paths import data_locations, model_location
 from study.spec.phases import declared_analysis, study_phases, study_seeds
@@ -103,6 +104,7 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
     search = search_space(doc, sections["search"], shape)
     seeds = study_seeds(doc)
     explore, confirm = study_phases(doc, seeds, search, shape)
+    check_plan_size(doc, grid, explore, confirm)  # before check_arms expands the arms
     analysis = declared_analysis(doc, confirm)
     resources = _resources(doc)
     max_failures = doc.integer(

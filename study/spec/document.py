@@ -112,8 +112,9 @@ class Doc:
 
     def distinct(self, path: FieldPath, written: list, values: list) -> None:
         """Each of `values` (the checked form of the list `written` at `path`) only once."""
+        first: dict[Any, int] = {}  # by a hashable form: a long list is checked in one pass
         for index, value in enumerate(values):
-            earlier = values.index(value)
+            earlier = first.setdefault(_frozen(value), index)
             if earlier < index:
                 _, other = self.locate((*path, earlier))
                 raise self.bad(
@@ -121,6 +122,18 @@ class Doc:
                     written[index],
                     f"it repeats {other} ({show(value)}); each value must be different",
                 )
+
+
+def _frozen(value: Any) -> Any:
+    """`value` in a hashable form equal exactly when the values are equal (lists and mappings
+    compare by content)."""
+    if isinstance(value, list | tuple):
+        return ("list", tuple(_frozen(item) for item in value))
+    if isinstance(value, dict):
+        return ("dict", frozenset((key, _frozen(item)) for key, item in value.items()))
+    if isinstance(value, set):
+        return ("set", frozenset(value))
+    return value
 
 
 def is_int(value: Any) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Union
 
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
 from study.spec.keys import FACTORS, FIXED_ONLY, LAYER_FIELDS, SECTIONS, SET_AT_TOP
+from study.spec.limits import MAX_TRIALS
 from study.spec.stages import check_stage_list
 from trainables.settings import (
     BUDGET,
@@ -29,6 +30,7 @@ from trainables.settings import (
 
 _FIELD_TYPES = typing.get_type_hints(TrialConfig)
 HEADS_SHORTHAND = ("one_head_in_blocks", "baseline", "heads")
+MAX_HEADS = 1024  # attention heads per block that `heads: N` may declare (encoders have <= 64)
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,10 @@ def _each_head(doc: Doc, path: FieldPath, value: dict, shape: Shape) -> list:
     blocks = value.get("one_head_in_blocks")
     if not isinstance(blocks, list) or not blocks or not all(is_int(b) for b in blocks):
         raise doc.bad((*path, "one_head_in_blocks"), blocks, "a list of block indices")
-    heads = shape.heads or value.get("heads")  # `heads`: for a hub model not in the cache
+    written = value.get("heads")  # `heads`: for a hub model not in the cache
+    if written is not None and (not is_int(written) or not 1 <= written <= MAX_HEADS):
+        raise doc.bad((*path, "heads"), written, f"the heads per block, 1..{MAX_HEADS}")
+    heads = shape.heads or written
     if not heads or (not shape.layers and any(b < 0 for b in blocks)):
         why = "the model's layer and head counts could not be read: give `heads: N` and "
         raise doc.fail(path, why + "non-negative blocks, or list the [[layer, head]] arms")
@@ -190,6 +195,9 @@ def _each_head(doc: Doc, path: FieldPath, value: dict, shape: Shape) -> list:
                 f"{_has_layers(shape.layers)}; use 0..{shape.layers - 1} or -1..-{shape.layers}"
             )
             raise doc.bad((*path, "one_head_in_blocks", index), blocks[index], allowed)
+    if len(set(resolved)) * heads > MAX_TRIALS:  # refused before its arms are listed
+        raise doc.fail(path, f"{len(set(resolved))} blocks x {heads} heads is more arms than "
+                       f"the {MAX_TRIALS:,} trials a study may plan")  # fmt: skip
     arms = [[[block, head]] for block in dict.fromkeys(resolved) for head in range(heads)]
     baseline = bool_word(value.get("baseline", True))
     if baseline is None:

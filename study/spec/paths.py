@@ -32,7 +32,7 @@ def model_location(doc: Doc, model: str, study_folder: Path) -> str:
     """`model` with a local folder made absolute; aliases and hub ids as written."""
     if model in (EMBEDDED_MODEL, TINY_MODEL):
         return model
-    return _local_or_name(model, _base(doc, ("model",), study_folder))
+    return _local_or_name(doc, ("model",), model, _base(doc, ("model",), study_folder))
 
 
 def data_locations(doc: Doc, data: dict, study_folder: Path, at: FieldPath = ("data",)) -> dict:
@@ -59,7 +59,8 @@ def _entry(doc: Doc, path: FieldPath, entry: Any, study_folder: Path) -> Any:
     if isinstance(entry, dict) and isinstance(entry.get(conll), str):
         return {**entry, conll: _path(entry[conll], _base(doc, (*path, conll), study_folder))}
     if isinstance(entry, dict) and isinstance(entry.get(hf), str):
-        return {**entry, hf: _local_or_name(entry[hf], _base(doc, (*path, hf), study_folder))}
+        at = (*path, hf)
+        return {**entry, hf: _local_or_name(doc, at, entry[hf], _base(doc, at, study_folder))}
     return entry  # not a source: the data checks say so with the field's line
 
 
@@ -73,10 +74,23 @@ def _path(written: str, base: Path) -> str:
     return os.path.normpath(base / Path(written).expanduser())
 
 
-def _local_or_name(written: str, base: Path) -> str:
+def _local_or_name(doc: Doc, at: FieldPath, written: str, base: Path) -> str:
     name = written.strip()
     if Path(name).expanduser().is_absolute():
-        return os.path.normpath(Path(name).expanduser())
-    if looks_like_path(name) or (base / name).exists():
-        return _path(name, base)
-    return written
+        local = os.path.normpath(Path(name).expanduser())
+    elif looks_like_path(name) or _exists(doc, at, base / name):
+        local = _path(name, base)
+    else:
+        return written
+    _exists(doc, at, Path(local))  # a path the file system cannot look up is refused here
+    return local
+
+
+def _exists(doc: Doc, at: FieldPath, path: Path) -> bool:
+    """Whether `path` exists; a name the file system cannot even look up (longer than its
+    limit, a NUL byte) is refused at its field instead of raising from `stat`."""
+    try:
+        return path.exists()
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise doc.bad(at, path.name, f"a local folder or a hub name ({reason})") from None

@@ -13,6 +13,7 @@ from study.analysis import SPENDING, Analysis
 from study.spec.distributions import Distribution
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest
 from study.spec.factors import Shape, check_value
+from study.spec.limits import MAX_TRIALS
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase
 from trainables.settings import bool_word
 
@@ -47,6 +48,9 @@ def _phase_seeds(
             raise doc.missing(path, f"the pool `seeds` has no seed left after {offset}")
     if is_int(value):
         doc.integer(path, value, 1, "a count >= 1 or a list of seeds")
+        if value > MAX_TRIALS:  # refused before its seeds are listed
+            raise doc.bad(path, value, f"a count of at most {MAX_TRIALS:,}, the most trials "
+                          "a study may plan")  # fmt: skip
         if is_int(pool):
             return tuple(range(offset, offset + value))
         if offset + value > len(pool):

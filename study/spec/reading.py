@@ -18,7 +18,7 @@ import yaml
 from study.spec.document import Doc, FieldPath, SpecError, dotted
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
-from trainables.settings import Loader, joined
+from trainables.settings import Loader, YamlLimitError, joined
 
 # the studies shipped with the package: in a checkout a link to search_spaces/ at its root
 SEARCH_SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
@@ -85,9 +85,15 @@ def read_study(path: Path) -> Doc:
     """The file's data with its lines; its top-level keys and profiles checked."""
     display = display_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+        raw = path.read_bytes()
+    except OSError as err:
         raise SpecError(f"{display}: cannot read the study file: {joined(str(err))}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise SpecError(f"{display}:{line}: not UTF-8 text ({err.reason} at byte "
+                        f"{err.start}); save the study file as UTF-8") from None  # fmt: skip
     data, lines = _parse_yaml(text, display)
     doc = Doc(display, data, lines)
     if not isinstance(data, dict):
@@ -99,7 +105,12 @@ def read_study(path: Path) -> Doc:
 
 def _parse_yaml(text: str, display: str) -> tuple[Any, dict[FieldPath, int]]:
     """Safe-load the text keeping its node tree, whose marks give each field's line."""
-    loader = Loader(text)
+    try:
+        loader = Loader(text)  # checks the characters first: a NUL is refused here
+    except yaml.reader.ReaderError as err:
+        line = text.count("\n", 0, err.position) + 1
+        problem = f"{joined(err.reason)} (character U+{err.character:04X})"
+        raise SpecError(f"{display}:{line}: {problem}; a study file is plain text") from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -119,7 +130,9 @@ def _syntax_message(err: yaml.MarkedYAMLError, display: str) -> str:
     mark = err.problem_mark or err.context_mark
     where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1"
     problem = ": ".join(part for part in (err.context, err.problem) if part)
-    return f"{display}:{where}: YAML syntax error: {joined(problem or str(err))}"
+    limit = isinstance(err, YamlLimitError)
+    kind = "too much for a study file" if limit else "YAML syntax error"
+    return f"{display}:{where}: {kind}: {joined(problem or str(err))}"
 
 
 def _check_duplicate_keys(node: yaml.Node, display: str, path: FieldPath) -> None:

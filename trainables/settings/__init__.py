@@ -71,7 +71,7 @@ from trainables.settings.stage_config import (
     stage_prefix,
 )
 from trainables.settings.surface import SYNTHETIC, TAGGER, Surface, check_option
-from trainables.yaml_reading import Loader, bool_word, parse_value
+from trainables.yaml_reading import Loader, YamlLimitError, bool_word, parse_value
 
 # the key of a Ray Tune trial's config under which the driver puts the trial's settings, and
 # from which the Tune entry point (trainables/tune_adapter.py) reads them
@@ -113,6 +113,7 @@ __all__ = [
     "HuggingFaceSource",
     "LayerFingerprint",
     "Loader",
+    "YamlLimitError",
     "ModelError",
     "StageError",
     "Surface",

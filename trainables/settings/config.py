@@ -108,7 +108,8 @@ class TrialConfig:
         1.1 is a string, and would otherwise fail deep inside the optimizer)."""
         for name, kind in _NUMERIC_FIELDS.items():
             value = getattr(self, name)
-            ok = value is None or (isinstance(value, kind) and not isinstance(value, bool))
+            optional = value is None and _OPTIONAL[name]  # null only where it is the default
+            ok = optional or (isinstance(value, kind) and not isinstance(value, bool))
             _check(ok, name, value, "a number" if kind is not int else "an integer")
         for name in _BOOL_FIELDS:
             value = getattr(self, name)
@@ -147,7 +148,10 @@ class TrialConfig:
             "'embeddings' or a number of blocks",
         )
         _check(
-            all(len(pair) == 2 for pair in self.reinit_heads),
+            isinstance(self.reinit_heads, list | tuple)
+            and all(
+                isinstance(pair, list | tuple) and len(pair) == 2 for pair in self.reinit_heads
+            ),
             "reinit_heads",
             self.reinit_heads,
             "a list of [layer, head] pairs",
@@ -187,6 +191,7 @@ _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {
 }  # fmt: skip
 
 
+_OPTIONAL = {f.name: f.default is None for f in dataclasses.fields(TrialConfig)}
 _BOOL_FIELDS = tuple(f.name for f in dataclasses.fields(TrialConfig) if f.type == "bool")
 
 

@@ -141,3 +141,11 @@ def test_reports_none_ends_the_study_without_a_report_that_study_report_makes_la
     assert later.returncode == 0, later.stderr[-3000:]
     readme = (tmp_path / "later" / "README.md").read_text()
     assert readme.startswith("# Synthetic study report: `teststudy`")
+    # the slowed arm: not converged in either confirm seed, its verdict budget-sensitive, and
+    # the threats section names it (the validity issue's under-trained-arm check, end to end)
+    assert (
+        "| `depth=3` | 0/2 |" in readme
+        and "budget-sensitive**: `depth=3` still improving" in readme
+    )
+    threats = readme.split("## Threats to validity", 1)[1].split("\n## ", 1)[0]
+    assert "- **convergence**:" in threats and "`depth=3`" in threats

@@ -42,14 +42,19 @@ def test_ner_intermediate_names_its_arms_by_their_stages():
     for profile in ("default", "smoke", "cluster"):
         spec = load_study("ner_intermediate", profile, resolve_model_layers=False)
         arms = [arm.id for arm in make_plan(spec).arms]
-        expected = ["intermediate=none", "intermediate=spans"]
-        assert arms == (expected[:1] + ["intermediate=conll"] + expected[1:]
-                        if profile == "cluster" else expected)  # fmt: skip
+        expected = (
+            ["intermediate=none", "intermediate=conll", "intermediate=spans"]
+            if profile == "cluster"  # the laptop designs add the compute-matched control
+            else ["intermediate=none", "intermediate=spans", "intermediate=target_epoch"]
+        )
+        assert arms == expected  # fmt: skip
     plan = make_plan(load_study("ner_intermediate", "default"))
     described = plan.describe()
     assert "stages: spans {'data': {'embedded': 'wnut16', 'untyped': True}, 'epochs': 1}" \
         " -> target" in described  # fmt: skip
-    assert plan.trials == 20
+    assert "stages: target_epoch {'data': {'embedded': 'wnut16'}, 'epochs': 1} -> target" \
+        in described  # fmt: skip
+    assert plan.trials == 30
 
 
 def test_ner_depth_on_a_cluster_also_scores_afrikaans_wikiann():
@@ -127,10 +132,11 @@ def test_ner_intermediate_smoke_runs_from_the_command_line(tmp_path):
     assert sorted(r.data.tags["arm"] for r in runs["arm"]) == [
         "intermediate=none",
         "intermediate=spans",
+        "intermediate=target_epoch",
     ]
     client = MlflowClient(tracking_uri(tmp_path))
     for run in runs["trial"]:
-        staged = run.data.tags["arm"] == "intermediate=spans"
+        staged = run.data.tags["arm"] != "intermediate=none"
         assert run.data.tags["status"] == "completed"
         metrics = run.data.metrics
         assert ("stage0_dev_f1" in metrics) == staged and metrics["test_f1"] >= 0
@@ -146,7 +152,10 @@ def test_ner_intermediate_smoke_runs_from_the_command_line(tmp_path):
     assert "| arm | stages | n |" in page
     assert "| `intermediate=spans` | spans → target |" in page
     assert "## Intermediate stages" in page and "![stage_curves](stage_curves.png)" in page
-    assert "`intermediate=spans` vs `intermediate=none`" in page  # the comparison, as any
+    # each arm against the compute-matched control, the study's baseline
+    assert "`intermediate=spans` vs `intermediate=target_epoch`" in page
+    assert "`intermediate=none` vs `intermediate=target_epoch`" in page
+    assert "`intermediate=spans` vs `intermediate=none`" not in page
     curves = (report / "stage_curves.csv").read_text().splitlines()
     assert curves[0] == "arm,seed,stage,position,step,evaluation,dev_f1"
     assert any(",spans,0,20,0," in line for line in curves)
@@ -177,6 +186,7 @@ def test_conll2003_as_the_intermediate_stage_of_wnut16(tmp_path):
     stage = {"name": "conll", "data": files, "max_steps": 200}
     study = yaml.safe_load((REPO / "search_spaces" / "ner_intermediate.yaml").read_text())
     study["grid"] = {"intermediate": [[], [stage]]}
+    study.pop("compare")  # the shipped design's baseline, the control, is not an arm here
     study["fixed"] = {"lr": 1.5e-4, "epochs": 2, "batch_size": 16, "data_fraction": 0.3}
     study["seeds"], study["phases"] = 3, {"confirm": {"select": [{}], "seeds": 3}}
     del study["profiles"]

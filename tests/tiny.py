@@ -1,4 +1,4 @@
-"""Test helpers: the tiny encoders of `trainables.model.tiny`, and random batches."""
+"""Test helpers: the tiny encoders of `trainables.model.tiny`, architectures, random batches."""
 
 from __future__ import annotations
 
@@ -14,6 +14,12 @@ from trainables.model.tiny import (  # noqa: F401  (re-exported for the tests)
     tiny_model_folder,
     tiny_tokenizer,
 )
+from trainables.settings.config import Architecture, TrialConfig
+
+
+def arch(**settings: object) -> Architecture:
+    """What `build_tagger` builds from these trial settings (the rest at their defaults)."""
+    return TrialConfig(**settings).architecture()  # type: ignore[arg-type]
 
 
 def sample_batch(

@@ -29,7 +29,7 @@ from study.spec.distributions import (
     finite_points,
 )
 from study.spec.document import FieldPath, SpecError
-from study.spec.keys import FACTORS, LAYER_FIELDS, SECTIONS, SET_AT_TOP, TOP_LEVEL_KEYS
+from study.spec.keys import FACTORS, SECTIONS, SET_AT_TOP, TOP_LEVEL_KEYS
 from study.spec.overrides import Override, check_same_overrides, parse_overrides
 from study.spec.reading import SEARCH_SPACES, display_path, known_studies
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase, Metric, StudySpec
@@ -39,7 +39,7 @@ _display = display_path
 _model_config = model_config
 
 __all__ = [
-    "FACTORS", "KINDS", "LAYER_FIELDS", "SEARCH_SPACES", "SECTIONS", "SET_AT_TOP",
+    "FACTORS", "KINDS", "SEARCH_SPACES", "SECTIONS", "SET_AT_TOP",
     "TOP_LEVEL_KEYS", "AshaSettings", "Categorical", "ConfirmPhase", "Distribution",
     "ExplorePhase", "FieldPath", "IntRange", "LogUniform", "Metric", "Override", "SpecError",
     "StudySpec", "Uniform", "check_same_overrides", "display_path", "finite_points",

@@ -10,9 +10,8 @@ from typing import Any
 from study.spec.distributions import Distribution
 from study.spec.document import Doc, FieldPath, count, is_int, show
 from study.spec.factors import Shape, allowed_part, check_layers
-from study.spec.keys import LAYER_FIELDS
 from study.spec.validated import ConfirmPhase
-from trainables.settings import BUDGET, BudgetError, ConfigError, TrialConfig
+from trainables.settings import BUDGET, LAYER_FIELDS, BudgetError, ConfigError, TrialConfig
 
 
 def check_arms(

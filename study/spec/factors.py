@@ -11,13 +11,15 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, text_number_hint
-from study.spec.keys import FACTORS, FIXED_ONLY, LAYER_FIELDS, SECTIONS, SET_AT_TOP
+from study.spec.keys import FACTORS, SECTIONS, SET_AT_TOP
 from study.spec.limits import MAX_TRIALS
 from study.spec.stages import check_stage_list
 from trainables.settings import (
     BUDGET,
     DEPTH_FORMS,
+    FIXED_ONLY,
     INTERMEDIATE,
+    LAYER_FIELDS,
     RELATIVE_DEPTH,
     BudgetError,
     ConfigError,

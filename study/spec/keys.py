@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# What a factor is (one value per study, layer-indexed, ...) is written on its TrialConfig field
+# (trainables/settings/config.py), and read from there as FIXED_ONLY and LAYER_FIELDS.
 from trainables.settings import TrialConfig
 
 TOP_LEVEL_KEYS = (
@@ -31,14 +33,5 @@ SET_AT_TOP = {
     "seed": "seeds",
     "data_seed": "phases.confirm.data_seeds",
 }
-# Settings a study holds one value of, under `fixed` only, and why.
-# Settings with one value for the whole study, and why.
-FIXED_ONLY = {
-    "precision": "a study never mixes precisions across its arms or trials",
-    "fingerprint": "it changes what a trial records, not what it learns",
-    "fingerprint_max_bytes": "it changes what a trial records, not what it learns",
-}
 FACTORS = tuple(name for name in TrialConfig.field_names() if name not in SET_AT_TOP)
 SECTIONS = ("grid", "search", "fixed")
-# Settings whose valid range depends on how many blocks the (truncated) encoder has.
-LAYER_FIELDS = ("reinit_from", "freeze", "reinit_heads")

@@ -21,7 +21,15 @@ from tokenizers import pre_tokenizers
 from torch import nn
 
 from tests.study_helpers import REPO
-from tests.tiny import HEADS, HIDDEN, sample_batch, tiny_config, tiny_encoder, tiny_model_folder
+from tests.tiny import (
+    HEADS,
+    HIDDEN,
+    arch,
+    sample_batch,
+    tiny_config,
+    tiny_encoder,
+    tiny_model_folder,
+)
 from trainables.model import surgery
 from trainables.model.tagger import build_tagger, load_encoder
 
@@ -123,7 +131,9 @@ def test_head_draws_are_deterministic_per_seed():
 
 
 def test_depth_keeps_the_final_norm_and_cuts_the_attention_pattern(folder):
-    built, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), depth="full-1")
+    built, _ = build_tagger(
+        str(folder), NUM_LABELS, generator=gen(), architecture=arch(depth="full-1")
+    )
     encoder = built.encoder
     assert surgery.num_blocks(encoder) == 3 and encoder.config.num_hidden_layers == 3
     assert encoder.config.layer_types == ["full_attention", *["sliding_attention"] * 2]
@@ -131,13 +141,13 @@ def test_depth_keeps_the_final_norm_and_cuts_the_attention_pattern(folder):
 
 
 def test_freezing_leaves_the_final_norm_with_the_top_blocks(folder):
-    built, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), freeze=2)
+    built, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), architecture=arch(freeze=2))
     encoder = built.encoder
     assert not any(p.requires_grad for p in encoder.embeddings.parameters())
     assert not any(p.requires_grad for b in encoder.layers[:2] for p in b.parameters())
     assert all(p.requires_grad for b in encoder.layers[2:] for p in b.parameters())
     assert encoder.final_norm.weight.requires_grad
-    probe, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), probe=True)
+    probe, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), architecture=arch(probe=True))
     assert not any(p.requires_grad for p in probe.encoder.parameters())
 
 

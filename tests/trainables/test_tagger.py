@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.tiny import MODEL_TYPES, sample_batch, tiny_config, tiny_encoder, tiny_model_folder
+from tests.tiny import MODEL_TYPES, arch, sample_batch, tiny_config, tiny_encoder, tiny_model_folder
 from trainables.errors import ModelError
 from trainables.model import surgery, tagger
 from trainables.model.tagger import (
@@ -231,9 +231,9 @@ def test_non_probe_tagger_trains_encoder():
 
 def test_build_tagger_is_seed_deterministic(folder):
     kwargs = {"depth": 3, "reinit_from": 2, "reinit_heads": [(0, 1)]}
-    a, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(5), **kwargs)
-    b, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(5), **kwargs)
-    c, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(6), **kwargs)
+    a, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(5), architecture=arch(**kwargs))
+    b, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(5), architecture=arch(**kwargs))
+    c, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(6), architecture=arch(**kwargs))
     for (name, pa), pb in zip(a.named_parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb), name
     assert not torch.equal(a.head.weight, c.head.weight)
@@ -245,7 +245,10 @@ def test_build_tagger_is_seed_deterministic(folder):
 
 def test_build_tagger_applies_steps_in_documented_order(folder):
     built, _ = build_tagger(
-        str(folder), NUM_LABELS, generator=gen(9), depth=3, reinit_from=2, reinit_heads=[(1, 2)]
+        str(folder),
+        NUM_LABELS,
+        generator=gen(9),
+        architecture=arch(depth=3, reinit_from=2, reinit_heads=[(1, 2)]),
     )
     encoder, _ = load_encoder(str(folder))
     generator = gen(9)
@@ -268,14 +271,16 @@ def test_build_tagger_defaults_keep_pretrained_encoder(folder):
 
 
 def test_freeze_embeddings(folder):
-    built, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), freeze="embeddings")
+    built, _ = build_tagger(
+        str(folder), NUM_LABELS, generator=gen(), architecture=arch(freeze="embeddings")
+    )
     assert not any(p.requires_grad for p in built.encoder.embeddings.parameters())
     assert all(p.requires_grad for p in surgery.encoder_blocks(built.encoder).parameters())
     assert all(p.requires_grad for p in built.head.parameters())
 
 
 def test_freeze_first_n_blocks(folder):
-    built, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), freeze=2)
+    built, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), architecture=arch(freeze=2))
     blocks = surgery.encoder_blocks(built.encoder)
     assert not any(p.requires_grad for p in built.encoder.embeddings.parameters())
     assert not any(p.requires_grad for b in blocks[:2] for p in b.parameters())
@@ -285,18 +290,20 @@ def test_freeze_first_n_blocks(folder):
 
 def test_freeze_embeddings_includes_electra_projection(tmp_path):
     path = tiny_model_folder(tmp_path, "electra", layers=2)
-    built, _ = build_tagger(str(path), NUM_LABELS, generator=gen(), freeze="embeddings")
+    built, _ = build_tagger(
+        str(path), NUM_LABELS, generator=gen(), architecture=arch(freeze="embeddings")
+    )
     assert not any(p.requires_grad for p in built.encoder.embeddings_project.parameters())
 
 
 @pytest.mark.parametrize("freeze", ["all", 5, -1, True])
 def test_freeze_rejects_bad_values(folder, freeze):
     with pytest.raises(ModelError, match=r"freeze .* must be 'embeddings' or a block count"):
-        build_tagger(str(folder), NUM_LABELS, generator=gen(), freeze=freeze)
+        build_tagger(str(folder), NUM_LABELS, generator=gen(), architecture=arch(freeze=freeze))
 
 
 def test_build_tagger_probe(folder):
-    built, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), probe=True)
+    built, _ = build_tagger(str(folder), NUM_LABELS, generator=gen(), architecture=arch(probe=True))
     built.train()
     assert not built.encoder.training
     assert not any(p.requires_grad for p in built.encoder.parameters())
@@ -304,9 +311,14 @@ def test_build_tagger_probe(folder):
 
 def test_build_tagger_surgery_errors_are_model_errors(folder):
     with pytest.raises(ModelError, match="depth 9"):
-        build_tagger(str(folder), NUM_LABELS, generator=gen(), depth=9)
+        build_tagger(str(folder), NUM_LABELS, generator=gen(), architecture=arch(depth=9))
     with pytest.raises(ModelError, match="layer 3 is outside"):
-        build_tagger(str(folder), NUM_LABELS, generator=gen(), depth=2, reinit_heads=[(3, 0)])
+        build_tagger(
+            str(folder),
+            NUM_LABELS,
+            generator=gen(),
+            architecture=arch(depth=2, reinit_heads=[(3, 0)]),
+        )
 
 
 # --- param_groups -------------------------------------------------------------------------

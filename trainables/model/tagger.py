@@ -26,6 +26,7 @@ from transformers.utils import logging as hf_logging
 from trainables.errors import ModelError, first_line
 from trainables.model import hf_internals, surgery, tiny
 from trainables.model.dropout import use_mask_attention_dropout, use_mask_dropout
+from trainables.settings.config import Architecture, TrialConfig
 from trainables.settings.model_source import (  # noqa: F401 - EMBEDDED_MODEL re-exported
     EMBEDDED_MODEL,
     TINY_MODEL,
@@ -211,15 +212,10 @@ def build_tagger(
     num_labels: int,
     *,
     generator: torch.Generator,
-    depth: int | None = None,
-    reinit_from: int | None = None,
-    reinit_heads: list[tuple[int, int]] | None = None,
-    reinit_std: float = 0.02,
-    freeze: str | int | None = None,
-    probe: bool = False,
-    dropout: float = 0.1,
+    architecture: Architecture | None = None,
 ) -> tuple[Tagger, PreTrainedTokenizerBase]:
-    """Build one study arm. Surgery and head init draw from `generator` in a fixed order (truncate,
+    """Build one study arm from its `architecture` (`TrialConfig.architecture()`; None: the
+    defaults). Surgery and head init draw from `generator` in a fixed order (truncate,
     reinit_from, reinit_heads, head), so one seed fixes every random weight of the trial.
 
     Freezing: "embeddings" freezes the embedding stage (embeddings, ELECTRA's embedding
@@ -227,15 +223,16 @@ def build_tagger(
     which sits on top of the blocks); an int n also freezes blocks 0..n-1; `probe` freezes
     the whole encoder and keeps it in eval mode.
     """
+    arch = TrialConfig().architecture() if architecture is None else architecture
     encoder, tokenizer = load_encoder(model)
-    if depth is not None:
-        surgery.truncate(encoder, depth)
-    if reinit_from is not None:
-        surgery.reinit_from(encoder, reinit_from, generator, std=reinit_std)
-    if reinit_heads:
-        surgery.reinit_heads(encoder, reinit_heads, generator, std=reinit_std)
-    tagger = Tagger(encoder, num_labels, dropout, generator, probe=probe)
-    _freeze(tagger.encoder, freeze)
+    if arch.depth is not None:
+        surgery.truncate(encoder, arch.depth)
+    if arch.reinit_from is not None:
+        surgery.reinit_from(encoder, arch.reinit_from, generator, std=arch.reinit_std)
+    if arch.reinit_heads:
+        surgery.reinit_heads(encoder, list(arch.reinit_heads), generator, std=arch.reinit_std)
+    tagger = Tagger(encoder, num_labels, arch.dropout, generator, probe=arch.probe)
+    _freeze(tagger.encoder, arch.freeze)
     use_mask_dropout(tagger)  # cheaper masks on CPU, same keep rule (trainables/model/dropout.py)
     use_mask_attention_dropout(tagger.encoder)
     return tagger, tokenizer

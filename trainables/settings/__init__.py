@@ -44,7 +44,13 @@ from trainables.settings.command_line import (
     exit_codes,
     trial_parser,
 )
-from trainables.settings.config import TrialConfig, normalized
+from trainables.settings.config import (
+    FIXED_ONLY,
+    LAYER_FIELDS,
+    Architecture,
+    TrialConfig,
+    normalized,
+)
 from trainables.settings.layouts import DEPTH_FORMS, LAYOUTS, RELATIVE_DEPTH, layout_of
 from trainables.settings.model_source import (
     EMBEDDED_MODEL,
@@ -79,6 +85,9 @@ TRIAL_CONFIG = "trial"
 
 __all__ = [
     "BUDGET",
+    "FIXED_ONLY",
+    "LAYER_FIELDS",
+    "Architecture",
     "Budget",
     "BudgetError",
     "EXIT_BAD_INPUT",

@@ -7,6 +7,7 @@ because a misspelt factor would otherwise run a whole study at the default value
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,76 +16,223 @@ from trainables.errors import ConfigError
 from trainables.settings.budget import Budget, parse_budget
 from trainables.settings.precision import AUTO, PRECISIONS
 from trainables.settings.sizes import parse_size
-from trainables.settings.stage_config import check_stages
-from trainables.settings.surface import TAGGER, surface_of
+from trainables.settings.stage_config import Stage, check_stages
+from trainables.settings.surface import SYNTHETIC, TAGGER, surface_of
 from trainables.yaml_reading import bool_word
 
 SCHEDULES = ("linear", "cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 DYNAMICS_MODES = ("off", "end", "each_eval")
 
+# the YAML types the type check knows (`check_types`); any other is a description for the docs
+NUMBER, INTEGER, BOOLEAN = "number", "integer", "boolean"
+# a field's traits, the keys of its metadata (`setting`)
+HELP, YAML = "help", "yaml"
+LAYER = "layer"  # its valid range depends on how many blocks the (truncated) encoder has
+FIXED_ONLY_WHY = "fixed_only"  # one value per study, under `fixed` only: why
+NOT_IN_A_STAGE_WHY = "not_in_a_stage"  # an intermediate stage cannot set it: why
+DRAWS = "draws"  # the synthetic surface draws a trial's own noise from it
+# why an intermediate stage cannot set a setting (trainables/settings/stage_config.py)
+_TARGET_ONLY = (
+    "applies to the target stage only (an intermediate stage fine-tunes the whole encoder)"
+)
+_BEFORE_FIRST = "applies once, before the first stage: set it on the trial"
+_OWN_DRAWS = "each stage draws its own from the trial's seed and data seed"
+_RECORDS = "it changes what a trial records, not what it learns"
+
+
+def setting(
+    default: Any,
+    yaml: str,
+    help: str,
+    *,
+    layer: bool = False,
+    fixed_only: str | None = None,
+    not_in_a_stage: str | None = None,
+    draws: bool = False,
+) -> Any:
+    """A `TrialConfig` field and its traits, so each is written once, next to the field (a
+    list or mapping default is copied for each config)."""
+    metadata = {HELP: help, YAML: yaml, LAYER: layer, DRAWS: draws,
+                FIXED_ONLY_WHY: fixed_only, NOT_IN_A_STAGE_WHY: not_in_a_stage}  # fmt: skip
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The settings the model is built from (trainables/model/tagger.py `build_tagger`);
+    each is a `TrialConfig` field of the same name, and `TrialConfig.architecture` fills them."""
+
+    depth: int | str | None
+    reinit_from: int | None
+    reinit_heads: tuple[tuple[int, int], ...]
+    reinit_std: float
+    freeze: str | int | None
+    probe: bool
+    dropout: float
+
 
 @dataclass
 class TrialConfig:
+    """Every setting of one trial, each described once in its field's metadata (`setting`):
+    the traits the checks, the study spec, the stages and the synthetic surface read, and the
+    help line of docs/trial-settings.md (`python -m trainables.settings.reference`)."""
+
     # what is trained
-    model: str = "minilm"
-    data: dict[str, Any] = field(default_factory=lambda: {"embedded": "wnut16"})
-    depth: int | str | None = None  # keep the first blocks: n, 'full' or 'full-N'; None all
-    reinit_from: int | None = None  # re-initialise blocks >= k; None leaves all pretrained
-    reinit_heads: list[list[int]] = field(default_factory=list)  # [[layer, head], ...]
-    reinit_std: float = 0.02
-    freeze: str | int | None = None  # "embeddings" or n = embeddings + first n blocks
-    probe: bool = False  # freeze the whole encoder, train only the head
-    dropout: float = 0.1
-    # stages trained before the target, each with its own data and head
-    # (trainables/training/stages.py; checked by trainables/settings/stage_config.py); [] trains
-    # the target from the pretrained encoder
-    intermediate: list[dict[str, Any]] = field(default_factory=list)
+    model: str = setting(
+        "minilm", "text", "the encoder: a known name (`minilm`, `tiny`, ...), a hub id or a folder"
+    )
+    data: dict[str, Any] = setting(
+        {"embedded": "wnut16"},
+        "mapping",
+        "the corpus (trainables/data/sources): `{embedded: "
+        "wnut16}`, `{train: ..., dev: ..., test: ...}`, ...",
+    )
+    depth: int | str | None = setting(
+        None,
+        "integer, `full` or `full-N`",
+        "keep the first blocks: n, `full` or `full-N`; null keeps all",
+        not_in_a_stage=_BEFORE_FIRST,
+        draws=True,
+    )
+    reinit_from: int | None = setting(
+        None,
+        "block index",
+        "re-initialise blocks >= k; null leaves all pretrained",
+        layer=True,
+        not_in_a_stage=_BEFORE_FIRST,
+        draws=True,
+    )
+    reinit_heads: list[list[int]] = setting(
+        [],
+        "list of [layer, head]",
+        "attention heads to re-initialise, as [[layer, head], ...]",
+        layer=True,
+        not_in_a_stage=_BEFORE_FIRST,
+        draws=True,
+    )
+    reinit_std: float = setting(
+        0.02,
+        NUMBER,
+        "standard deviation of re-initialised weights",
+        not_in_a_stage=_BEFORE_FIRST,
+    )
+    freeze: str | int | None = setting(
+        None,
+        "`embeddings` or integer",
+        "`embeddings`, or n: the embeddings and the first n blocks are not trained",
+        layer=True,
+        not_in_a_stage=_TARGET_ONLY,
+    )
+    probe: bool = setting(
+        False,
+        BOOLEAN,
+        "freeze the whole encoder and train only the head",
+        not_in_a_stage=_TARGET_ONLY,
+    )
+    dropout: float = setting(0.1, NUMBER, "dropout of the encoder and the head")
+    # stages trained before the target (trainables/training/stages.py); [] trains the target
+    # from the pretrained encoder
+    intermediate: list[dict[str, Any]] = setting(
+        [],
+        "list of stages",
+        "stages trained before the target, each with its own data and "
+        "head (trainables/settings/stage_config.py); [] trains the target from the pretrained "
+        "encoder",
+        not_in_a_stage="stages do not nest: list every stage in the trial's own list",
+    )
     # optimisation
-    lr: float = 5e-5
-    head_lr: float | None = None  # None: same as lr
-    epochs: int = 3
-    max_steps: int | None = None  # cap on optimizer steps, for smoke runs
-    # how long to train instead of `epochs`: {steps: N} or {until_plateau: {patience,
-    # min_delta, max_epochs}}; None trains `epochs` (trainables/settings/budget.py)
-    budget: dict[str, Any] | None = None
-    batch_size: int = 16
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    schedule: str = "linear"
-    max_grad_norm: float = 1.0
+    lr: float = setting(5e-5, NUMBER, "peak learning rate of the encoder", draws=True)
+    head_lr: float | None = setting(None, NUMBER, "peak learning rate of the head; null: `lr`")
+    epochs: int = setting(3, INTEGER, "epochs to train when there is no `budget`", draws=True)
+    max_steps: int | None = setting(None, INTEGER, "cap on optimizer steps, for smoke runs")
+    budget: dict[str, Any] | None = setting(
+        None,
+        "mapping",
+        "how long to train instead of `epochs`: `{steps: N}` or "
+        "`{until_plateau: {patience, min_delta, max_epochs}}` (trainables/settings/budget.py)",
+    )
+    batch_size: int = setting(16, INTEGER, "sentence windows per optimizer step")
+    warmup_ratio: float = setting(0.1, NUMBER, "share of the steps the learning rate warms up")
+    weight_decay: float = setting(0.01, NUMBER, "AdamW weight decay (not on biases and norms)")
+    schedule: str = setting("linear", f"one of {', '.join(SCHEDULES)}", "learning-rate decay")
+    max_grad_norm: float = setting(1.0, NUMBER, "gradients are clipped to this norm")
     # data handling
-    seed: int = 0  # weight draws (head, re-initialised blocks/heads) and dropout
-    data_seed: int | None = None  # data subset and order; None: the same as `seed`
-    data_fraction: float = 1.0
-    label_all_subwords: bool = False
-    max_length: int = 128
+    seed: int = setting(
+        0,
+        INTEGER,
+        "weight draws (head, re-initialised blocks and heads) and dropout",
+        not_in_a_stage=_OWN_DRAWS,
+    )
+    data_seed: int | None = setting(
+        None, INTEGER, "data subset and order; null: the same as `seed`", not_in_a_stage=_OWN_DRAWS
+    )
+    data_fraction: float = setting(
+        1.0,
+        NUMBER,
+        "share of the training sentences used (nested across fractions)",
+        not_in_a_stage="applies to the target's data only",
+        draws=True,
+    )
+    label_all_subwords: bool = setting(
+        False, BOOLEAN, "train on every sub-word's label, not only the first"
+    )
+    max_length: int = setting(128, INTEGER, "sub-words per window")
     # evaluation
-    eval_every: int | None = None  # steps; None evaluates at the end of each epoch
-    eval_extra_each_time: bool = False  # also score extra eval sets at every evaluation
-    eval_batch_tokens: int = 8192
-    # the study metric, reported at every evaluation: what `until_plateau` watches and what
-    # `final_gain` (trainables/training/curves.py) is measured on; a study sets its own `metric`
-    metric: dict[str, str] = field(default_factory=lambda: {"name": "dev_f1", "mode": "max"})
-    # how far each layer moved from the pretrained encoder (trainables.measures.dynamics),
-    # measured on the first `dynamics_sentences` dev windows: after the last step, at every
-    # evaluation, or off
-    dynamics: str = "end"
-    dynamics_sentences: int = 64
-    # with dynamics on, the final encoder's layer fingerprint on that sample
-    # (trainables/measures/fingerprints), for comparing trials with each other; capped in size
-    # (e.g. "20MB": the sample's last sentences are dropped until it fits), or off
-    fingerprint: bool = True
-    fingerprint_max_bytes: int | float | str | None = None
+    eval_every: int | None = setting(
+        None, INTEGER, "evaluate every n steps; null: at the end of each epoch"
+    )
+    eval_extra_each_time: bool = setting(
+        False, BOOLEAN, "also score the extra evaluation sets at every evaluation"
+    )
+    eval_batch_tokens: int = setting(8192, INTEGER, "sub-words per evaluation batch")
+    metric: dict[str, str] = setting(
+        {"name": "dev_f1", "mode": "max"},
+        "`{name, mode}`",
+        "the study metric, reported at "
+        "every evaluation: what `until_plateau` watches and `final_gain` is measured on",
+    )
+    dynamics: str = setting(
+        "end",
+        f"one of {', '.join(DYNAMICS_MODES)}",
+        "how far each layer moved from the "
+        "pretrained encoder (trainables/measures/dynamics.py): after the last step, at every "
+        "evaluation, or off",
+    )
+    dynamics_sentences: int = setting(64, INTEGER, "dev windows the dynamics are measured on")
+    fingerprint: bool = setting(
+        True,
+        BOOLEAN,
+        "with dynamics on, keep the final encoder's layer fingerprint "
+        "(trainables/measures/fingerprints) for comparing trials",
+        fixed_only=_RECORDS,
+    )
+    fingerprint_max_bytes: int | float | str | None = setting(
+        None,
+        "size (e.g. `20MB`)",
+        "cap on the fingerprint's size: the sample's last sentences are dropped until it fits",
+        fixed_only=_RECORDS,
+    )
     # hardware
-    device: str = "auto"
-    precision: str = AUTO  # bf16 on CUDA and on CPUs with native bf16, else fp32
-    threads: int | None = None
-    # fault injection for tests of the orchestration: raise at this step
-    fail_at_step: int | None = None
-    # what trains: the tagger, or the synthetic response surface of trainables/settings/surface.py
-    # ('synthetic' or {synthetic: {option: value}}), which tests the machinery, never a finding
-    trainable: str | dict[str, Any] = TAGGER
+    device: str = setting("auto", f"one of {', '.join(DEVICES)}", "where the trial trains")
+    precision: str = setting(
+        AUTO,
+        f"one of {', '.join(PRECISIONS)}",
+        "bf16 on CUDA and on CPUs with native bf16, else fp32",
+        fixed_only="a study never mixes precisions across its arms or trials",
+    )
+    threads: int | None = setting(None, INTEGER, "CPU threads of torch and BLAS; null: all")
+    fail_at_step: int | None = setting(
+        None, INTEGER, "raise at this step: fault injection for tests of the orchestration"
+    )
+    trainable: str | dict[str, Any] = setting(
+        TAGGER,
+        f"`{TAGGER}`, `{SYNTHETIC}` or `{{{SYNTHETIC}: {{option: value}}}}`",
+        "what trains: the tagger, or the synthetic response surface "
+        "(trainables/settings/surface.py), which tests the machinery, never a finding",
+    )
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -117,6 +265,16 @@ class TrialConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def architecture(self) -> Architecture:
+        """What the model is built from: one value, not a keyword argument per setting."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(Architecture)}
+        values["reinit_heads"] = tuple(tuple(pair) for pair in self.reinit_heads)
+        return Architecture(**values)
+
+    def stages(self) -> list[Stage]:
+        """The checked intermediate stages; a StageError says where one is wrong."""
+        return check_stages(self.intermediate, self.field_names(), NOT_IN_A_STAGE)
 
     def validate(self) -> None:
         surface_of(self.trainable)  # a ConfigError naming the option at fault
@@ -156,7 +314,7 @@ class TrialConfig:
             self.reinit_heads,
             "a list of [layer, head] pairs",
         )
-        check_stages(self.intermediate, self.field_names())
+        self.stages()
         self.parsed_budget()
         _check_metric(self.metric)
 
@@ -173,26 +331,25 @@ class TrialConfig:
         return self.metric["mode"]
 
 
+def _traits(name: str) -> dict[str, Any]:
+    """Each field's value of the trait `name` (metadata key), where it has one."""
+    return {f.name: f.metadata[name] for f in dataclasses.fields(TrialConfig) if f.metadata[name]}
+
+
+HELP_LINES: dict[str, str] = _traits(HELP)
+YAML_TYPES: dict[str, str] = _traits(YAML)
+# settings whose valid range depends on how many blocks the (truncated) encoder has
+LAYER_FIELDS = tuple(_traits(LAYER))
+FIXED_ONLY: dict[str, str] = _traits(FIXED_ONLY_WHY)  # one value per study: why
+NOT_IN_A_STAGE: dict[str, str] = _traits(NOT_IN_A_STAGE_WHY)  # not in a stage: why
+SURFACE_DRAWS = tuple(_traits(DRAWS))  # what the synthetic surface's own draws depend on
+MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(Architecture))
 _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {
-    **{
-        name: (int, float)
-        for name in (
-            "lr", "head_lr", "reinit_std", "dropout", "warmup_ratio", "weight_decay",
-            "max_grad_norm", "data_fraction",
-        )
-    },
-    **{
-        name: int
-        for name in (
-            "epochs", "max_steps", "batch_size", "seed", "data_seed", "max_length", "eval_every",
-            "eval_batch_tokens", "threads", "fail_at_step", "dynamics_sentences",
-        )
-    },
-}  # fmt: skip
-
-
+    **{name: (int, float) for name, kind in YAML_TYPES.items() if kind == NUMBER},
+    **{name: int for name, kind in YAML_TYPES.items() if kind == INTEGER},
+}
 _OPTIONAL = {f.name: f.default is None for f in dataclasses.fields(TrialConfig)}
-_BOOL_FIELDS = tuple(f.name for f in dataclasses.fields(TrialConfig) if f.type == "bool")
+_BOOL_FIELDS = tuple(name for name, kind in YAML_TYPES.items() if kind == BOOLEAN)
 
 
 def normalized(name: str, value: Any) -> Any:

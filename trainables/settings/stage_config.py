@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,24 +35,6 @@ STAGE_KEYS = (
 )  # fmt: skip
 _INTEGER_KEYS = ("epochs", "batch_size", "max_steps", "eval_every")
 _NUMBER_KEYS = ("lr", "head_lr")
-# trial settings a stage cannot have, and why
-_TARGET_ONLY = (
-    "applies to the target stage only (an intermediate stage fine-tunes the whole encoder)"
-)
-_BEFORE_FIRST = "applies once, before the first stage: set it on the trial"
-_OWN_DRAWS = "each stage draws its own from the trial's seed and data seed"
-NOT_IN_A_STAGE = {
-    "probe": _TARGET_ONLY,
-    "freeze": _TARGET_ONLY,
-    "data_fraction": "applies to the target's data only",
-    "depth": _BEFORE_FIRST,
-    "reinit_from": _BEFORE_FIRST,
-    "reinit_heads": _BEFORE_FIRST,
-    "reinit_std": _BEFORE_FIRST,
-    "seed": _OWN_DRAWS,
-    "data_seed": _OWN_DRAWS,
-    INTERMEDIATE: "stages do not nest: list every stage in the trial's own list",
-}
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 EXAMPLE = "{name: spans, data: {embedded: wnut16, untyped: true}, epochs: 1}"
 
@@ -106,12 +88,16 @@ def stage_label(stages: Sequence[Any] | None) -> str:
     return "+".join(stage_name(s, i) for i, s in enumerate(stages or ())) or "none"
 
 
-def check_stages(value: Any, trial_fields: Sequence[str]) -> list[Stage]:
+def check_stages(
+    value: Any, trial_fields: Sequence[str], not_in_a_stage: Mapping[str, str]
+) -> list[Stage]:
     """The stages of `value` (the `intermediate` setting), each checked; `trial_fields` are the
-    trial's setting names, so a trial setting written in a stage gets its reason."""
+    trial's setting names and `not_in_a_stage` says why a stage cannot set some of them (both
+    from `TrialConfig`, whose fields carry that reason), so a trial setting written in a stage
+    gets its reason."""
     if not isinstance(value, list):
         raise StageError((), f"{value!r} is not allowed: a list of stages, e.g. [{EXAMPLE}]")
-    stages = [_check_stage(stage, i, trial_fields) for i, stage in enumerate(value)]
+    stages = [_check_stage(stage, i, trial_fields, not_in_a_stage) for i, stage in enumerate(value)]
     seen: dict[str, int] = {}
     for i, stage in enumerate(stages):
         if stage.name in seen:
@@ -121,12 +107,14 @@ def check_stages(value: Any, trial_fields: Sequence[str]) -> list[Stage]:
     return stages
 
 
-def _check_stage(stage: Any, index: int, trial_fields: Sequence[str]) -> Stage:
+def _check_stage(
+    stage: Any, index: int, trial_fields: Sequence[str], not_in_a_stage: Mapping[str, str]
+) -> Stage:
     if not isinstance(stage, dict):
         raise StageError((index,), f"{stage!r} is not allowed: a stage is a mapping such as "
                          f"{EXAMPLE}")  # fmt: skip
     for key in stage:
-        _check_key(key, index, trial_fields)
+        _check_key(key, index, trial_fields, not_in_a_stage)
     if stage.get("data") is None:
         raise StageError(
             (index,),
@@ -153,11 +141,13 @@ def _check_stage(stage: Any, index: int, trial_fields: Sequence[str]) -> Stage:
     return Stage(name, dict(stage["data"]), **values)
 
 
-def _check_key(key: Any, index: int, trial_fields: Sequence[str]) -> None:
+def _check_key(
+    key: Any, index: int, trial_fields: Sequence[str], not_in_a_stage: Mapping[str, str]
+) -> None:
     if key in STAGE_KEYS:
         return
-    if key in NOT_IN_A_STAGE:
-        raise StageError((index, key), f"not allowed in a stage: {key} {NOT_IN_A_STAGE[key]}")
+    if key in not_in_a_stage:
+        raise StageError((index, key), f"not allowed in a stage: {key} {not_in_a_stage[key]}")
     if key in trial_fields:
         raise StageError((index, key), f"not allowed in a stage: {key} is a trial setting "
                          "that every stage shares; set it on the trial")  # fmt: skip

@@ -33,8 +33,9 @@ it and pairing by seed removes it, b from the seed and the arm's and sample's se
 e_s afresh at every evaluation; `dev_loss` = 1 - dev_f1. At the end also `test_f1` (F at the
 last step plus the same a and b and its own noise / 2 draw), `surface_f1` (F at the last step
 without noise: what the regret of a choice is measured on), `curve_area` and `steps_to_95`.
-All draws come from numpy generators seeded by those values, so a trial is the same every
-time and a resumed trial reports what an uninterrupted one would.
+All draws come from numpy generators seeded by those values (trainables/training/synthetic.py;
+b's settings are the `TrialConfig` fields marked `draws`), so a trial is the same every time
+and a resumed trial reports what an uninterrupted one would.
 
 A trial's steps follow its `budget` as the tagger's do (trainables/settings/budget.py): `steps`, or
 `until_plateau` on the study metric, whose final `dev_f1`, `test_f1` and `surface_f1` are
@@ -49,9 +50,7 @@ Each step takes `step_s` seconds of wall time (sleeping; 0 for throughput runs).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +61,6 @@ from trainables.settings.budget import Budget, parse_budget
 from trainables.settings.layouts import RELATIVE_DEPTH
 
 TAGGER, SYNTHETIC = "tagger", "synthetic"
-_SALT = 20261124  # keeps the surface's draws apart from any other use of the same seeds
-_EVALUATION = 1  # marks an evaluation's (or the test set's) draw in its seed key
 
 
 @dataclass(frozen=True)
@@ -172,25 +169,6 @@ class Surface:
         best = int(np.argmax(values))
         return float(grid[best]), float(values[best])
 
-    # --- the draws -----------------------------------------------------------------------
-    def seed_effect(self, settings: dict[str, Any]) -> float:
-        """noise * (a + b) / sqrt(2): a shared by every arm on this seed, b this trial's own."""
-        seed = int(settings.get("seed", 0))
-        data_seed = settings.get("data_seed")
-        data_seed = seed if data_seed is None else int(data_seed)
-        shared = np.random.default_rng([_SALT, seed, data_seed]).standard_normal()
-        own = np.random.default_rng([_SALT, trial_hash(settings), seed]).standard_normal()
-        return self.noise * float(shared + own) / math.sqrt(2)
-
-    def draw(self, settings: dict[str, Any], *where: int) -> float:
-        """A standard normal draw of this trial at `where` (a step, or -1 for the test set).
-
-        numpy seeds [x, y] and [x, y, 0] alike (trailing zeros add no entropy), so the key
-        marks these draws apart from `seed_effect`'s and never ends in a zero."""
-        seed = int(settings.get("seed", 0))
-        key = [_SALT, trial_hash(settings), seed, _EVALUATION, *(w + 2 for w in where)]
-        return float(np.random.default_rng(key).standard_normal())
-
 
 @dataclass(frozen=True)
 class ArmPoint:
@@ -210,13 +188,6 @@ def _blocks_kept(depth: Any, layers: int) -> int:
             raise ConfigError(f"trial setting depth={depth!r} is not allowed: an int or full-N")
         return layers - int(match.group(1) or 0)
     return int(depth)
-
-
-def trial_hash(settings: dict[str, Any]) -> int:
-    """A stable number for the settings that make a trial's own draws (not its seed)."""
-    keys = ("depth", "reinit_from", "reinit_heads", "data_fraction", "lr", "epochs")
-    text = json.dumps({k: settings.get(k) for k in keys}, sort_keys=True, default=str)
-    return zlib.crc32(text.encode())
 
 
 # --- checking options -------------------------------------------------------------------------

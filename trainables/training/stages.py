@@ -46,7 +46,6 @@ from trainables.settings.stage_config import (
     HEAD_KEPT,
     INTERMEDIATE_STEPS,
     STAGE_KEY,
-    check_stages,
     stage_prefix,
 )
 from trainables.training.train import Trial
@@ -68,7 +67,7 @@ def stage_config(config: TrialConfig, index: int) -> TrialConfig:
     seeds drawn from the trial's, the trial's depth (the weights come from the previous
     stage), no re-initialisation, freeze or probe, dynamics measured once at its end and no
     fingerprint (the target's is the trial's). Its budget is its own (none: `epochs`)."""
-    stage = check_stages(config.intermediate, TrialConfig.field_names())[index]
+    stage = config.stages()[index]
     data_seed = config.seed if config.data_seed is None else config.data_seed
     own = {k: v for k, v in dataclasses.asdict(stage).items() if k != "name" and v is not None}
     own[BUDGET] = stage.budget  # a stage's own, never the target's: none trains its epochs
@@ -103,7 +102,7 @@ class StagedTrial:
 
     def __init__(self, config: TrialConfig):
         self.cfg = config
-        self.names = [s.name for s in check_stages(config.intermediate, config.field_names())]
+        self.names = [s.name for s in config.stages()]
         # the target first: its surgery and head use the draws of a trial without stages.
         # Each trial seeds the global generator (dropout) as it is built, so the state it
         # leaves is where its own dropout stream starts, whatever is built after it

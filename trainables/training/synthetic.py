@@ -15,17 +15,22 @@ from __future__ import annotations
 import json
 import math
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from trainables.errors import TrainingDiverged
 from trainables.settings.budget import PlateauWatch, check_patience
-from trainables.settings.config import TrialConfig
+from trainables.settings.config import SURFACE_DRAWS, TrialConfig
 from trainables.settings.surface import Surface, surface_of
 from trainables.training.curves import final_gain, learning_curve_area, steps_to_fraction_of_final
 
 STATE_FILE = "synthetic_state.json"
+_SALT = 20261124  # keeps the surface's draws apart from any other use of the same seeds
+_EVALUATION = 1  # marks an evaluation's (or the test set's) draw in its seed key
 
 
 class SyntheticTrial:
@@ -110,8 +115,8 @@ class SyntheticTrial:
     def _evaluate(self, step: int) -> dict[str, float]:
         surface, lr = self.surface, self.cfg.lr
         mean = surface.mean_f1(self.arm, lr, step)
-        noisy = mean + surface.seed_effect(self.settings)
-        noisy += surface.noise / 4 * surface.draw(self.settings, step)
+        noisy = mean + seed_effect(surface, self.settings)
+        noisy += surface.noise / 4 * draw(self.settings, step)
         f1 = min(1.0, max(0.0, noisy))
         self.eval_steps.append(step)
         self.eval_f1.append(f1)
@@ -130,8 +135,8 @@ class SyntheticTrial:
         surface, lr = self.surface, self.cfg.lr
         kept = self.watch.best_step if self.watch is not None else self.step
         truth = surface.mean_f1(self.arm, lr, kept)
-        test = truth + surface.seed_effect(self.settings)
-        test += surface.noise / 2 * surface.draw(self.settings, -1)
+        test = truth + seed_effect(surface, self.settings)
+        test += surface.noise / 2 * draw(self.settings, -1)
         reached = steps_to_fraction_of_final(self.eval_steps, self.eval_f1)
         out = {
             "final": 1.0,
@@ -179,3 +184,31 @@ class SyntheticTrial:
         self.stopped = bool(state.get("stopped", False))
         if self.watch is not None and state.get("plateau"):
             self.watch.load([float(v) for v in state["plateau"]])
+
+
+# --- the surface's draws (trainables/settings/surface.py says what they add up to) -----------
+def seed_effect(surface: Surface, settings: dict[str, Any]) -> float:
+    """noise * (a + b) / sqrt(2): a shared by every arm on this seed, b this trial's own."""
+    seed = int(settings.get("seed", 0))
+    data_seed = settings.get("data_seed")
+    data_seed = seed if data_seed is None else int(data_seed)
+    shared = np.random.default_rng([_SALT, seed, data_seed]).standard_normal()
+    own = np.random.default_rng([_SALT, trial_hash(settings), seed]).standard_normal()
+    return surface.noise * float(shared + own) / math.sqrt(2)
+
+
+def draw(settings: dict[str, Any], *where: int) -> float:
+    """A standard normal draw of this trial at `where` (a step, or -1 for the test set).
+
+    numpy seeds [x, y] and [x, y, 0] alike (trailing zeros add no entropy), so the key
+    marks these draws apart from `seed_effect`'s and never ends in a zero."""
+    seed = int(settings.get("seed", 0))
+    key = [_SALT, trial_hash(settings), seed, _EVALUATION, *(w + 2 for w in where)]
+    return float(np.random.default_rng(key).standard_normal())
+
+
+def trial_hash(settings: dict[str, Any]) -> int:
+    """A stable number for the settings that make a trial's own draws (not its seed): the
+    `TrialConfig` fields marked `draws` (trainables/settings/config.py)."""
+    text = json.dumps({k: settings.get(k) for k in SURFACE_DRAWS}, sort_keys=True, default=str)
+    return zlib.crc32(text.encode())

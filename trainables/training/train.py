@@ -84,13 +84,7 @@ def _build_model(
         cfg.model,
         num_labels,
         generator=generator,
-        depth=cfg.depth,
-        reinit_from=cfg.reinit_from,
-        reinit_heads=[tuple(p) for p in cfg.reinit_heads],
-        reinit_std=cfg.reinit_std,
-        freeze=cfg.freeze,
-        probe=cfg.probe,
-        dropout=cfg.dropout,
+        architecture=cfg.architecture(),
     )
     model.to(device)
     return model, tokenizer

@@ -140,7 +140,6 @@ class Tagger(nn.Module):
         generator: torch.Generator,
         *,
         probe: bool = False,
-        head_std: float = 0.02,
     ) -> None:
         super().__init__()
         if num_labels < 1:
@@ -149,7 +148,7 @@ class Tagger(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(encoder.config.hidden_size, num_labels)
         with torch.no_grad():
-            self.head.weight.normal_(0.0, head_std, generator=generator)
+            self.head.weight.normal_(0.0, 0.02, generator=generator)
             self.head.bias.zero_()
         self.probe = probe
         if probe:
@@ -232,9 +231,7 @@ def build_tagger(
         surgery.reinit_from(encoder, arch.reinit_from, generator, std=arch.reinit_std)
     if arch.reinit_heads:
         surgery.reinit_heads(encoder, list(arch.reinit_heads), generator, std=arch.reinit_std)
-    tagger = Tagger(
-        encoder, num_labels, arch.dropout, generator, probe=arch.probe, head_std=arch.head_std
-    )
+    tagger = Tagger(encoder, num_labels, arch.dropout, generator, probe=arch.probe)
     _freeze(tagger.encoder, arch.freeze)
     use_mask_dropout(tagger)  # cheaper masks on CPU, same keep rule (trainables/model/dropout.py)
     use_mask_attention_dropout(tagger.encoder)

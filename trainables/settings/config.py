@@ -72,7 +72,6 @@ class Architecture:
     freeze: str | int | None
     probe: bool
     dropout: float
-    head_std: float
 
 
 @dataclass
@@ -134,7 +133,6 @@ class TrialConfig:
         not_in_a_stage=_TARGET_ONLY,
     )
     dropout: float = setting(0.1, NUMBER, "dropout of the encoder and the head")
-    head_std: float = setting(0.02, NUMBER, "standard deviation of the head's initial weights")
     # stages trained before the target (trainables/training/stages.py); [] trains the target
     # from the pretrained encoder
     intermediate: list[dict[str, Any]] = setting(

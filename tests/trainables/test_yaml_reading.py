@@ -75,7 +75,8 @@ def test_the_trial_command_reads_off_and_3e_4(trial_settings, tmp_path):
     config.write_text(yaml.safe_dump(trial_settings).replace("lr: 0.001", "lr: 1e-3"))
     done = subprocess.run(
         [sys.executable, "-m", "trainables", "--config", str(config),
-         "--set", "dynamics=off", "head_lr=3e-4", "max_steps=2", "probe=no"],
+         "--set", "dynamics=off", "--set", "head_lr=3e-4", "--set", "max_steps=2",
+         "--set", "probe=no"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

@@ -333,7 +333,6 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=384, help=argparse.SUPPRESS)
     parser.add_argument("--intermediate", type=int, default=1536, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO))
     args.precision = args.precision or default_precisions()
     child(args) if args.part else parent(args)
 

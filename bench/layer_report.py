@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from support import suite_helper
 
-from tests.layer_store import perturbed, write_layer_study  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
+layer_store = suite_helper("layer_store")
 
 # each default profile's arms (resolved factors, as the arm runs record them), confirm seeds
 # and compare baseline
@@ -90,10 +90,12 @@ def main() -> None:
 
             def make(index, factors, seed):
                 blocks = factors.get("depth", base.blocks)
-                return perturbed(base, 100 * index + seed, 0.3, blocks)
+                return layer_store.perturbed(base, 100 * index + seed, 0.3, blocks)
 
-            write_layer_study(uri, study, arms, seeds, make, baseline)
-            write_layer_study(uri, f"{study}_bare", arms, seeds, lambda *_: None, baseline)
+            layer_store.write_layer_study(uri, study, arms, seeds, make, baseline)
+            layer_store.write_layer_study(
+                uri, f"{study}_bare", arms, seeds, lambda *_: None, baseline
+            )
             (wall, cpu), (bare_wall, bare_cpu) = (
                 timed_report(uri, study, Path(tmp) / "with"),
                 timed_report(uri, f"{study}_bare", Path(tmp) / "without"),

@@ -21,7 +21,7 @@ import json
 
 from study import stats
 from study.analysis import Analysis
-from study.report.data import StudyRecord, load_study_record
+from study.tracking.reading import StudyRecord, load_study_record
 
 METRICS = ("test_f1", "dev_f1")
 

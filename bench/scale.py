@@ -54,15 +54,15 @@ from pathlib import Path
 import numpy as np
 import psutil
 import yaml
+from support import suite_helper
+
+from study.tracking.timing import ENV as TIMES_ENV
+from study.tracking.timing import read_times
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from study.tracking.timing import ENV as TIMES_ENV  # noqa: E402
-from study.tracking.timing import read_times  # noqa: E402
-from tests.mlflow_server import mlflow_ui_server  # noqa: E402
-from tests.ray_nodes import ray_cluster  # noqa: E402
-from tests.servers import postgres_cluster, postgres_unavailable_reason  # noqa: E402
+mlflow_server = suite_helper("mlflow_server")
+ray_nodes = suite_helper("ray_nodes")
+servers = suite_helper("servers")
 
 STUDY = "scale"
 EPOCHS = 2  # evaluations per trial unless ASHA stops it at the first (see the docstring)
@@ -239,9 +239,9 @@ def sqlite_store(folder: Path) -> Iterator[tuple[str, str | None]]:
 
 @contextlib.contextmanager
 def postgres_store(folder: Path) -> Iterator[tuple[str, str | None]]:
-    with postgres_cluster() as postgres:
+    with servers.postgres_cluster() as postgres:
         backend = postgres.create_database("mlflow", "tracker", "tracker-secret")
-        with mlflow_ui_server(backend, workdir=folder / "server") as url:
+        with mlflow_server.mlflow_ui_server(backend, workdir=folder / "server") as url:
             yield url, backend
 
 
@@ -325,14 +325,14 @@ def main() -> None:
     if unknown := set(stores) - set(STORES):
         sys.exit(f"--stores: {', '.join(sorted(unknown))} unknown; use sqlite and/or postgres")
     plan = {store: parse_sizes(args.sizes or DEFAULT_PLAN[store]) for store in stores}
-    if "postgres" in stores and postgres_unavailable_reason():
-        print(f"skipping postgres: {postgres_unavailable_reason()}")
+    if "postgres" in stores and servers.postgres_unavailable_reason():
+        print(f"skipping postgres: {servers.postgres_unavailable_reason()}")
         stores.remove("postgres")
     root = Path(args.keep or tempfile.mkdtemp(prefix="scale-"))
     root.mkdir(parents=True, exist_ok=True)
     rows, growth = [], []
     started = time.perf_counter()
-    with ray_cluster(root) as cluster:
+    with ray_nodes.ray_cluster(root) as cluster:
         cluster.start_head(num_cpus=0)
         for _ in range(args.nodes):
             cluster.add_node(num_cpus=2)

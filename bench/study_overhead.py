@@ -38,12 +38,11 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from study.plan import make_plan
+from study.search import confirm_configs
+from study.spec import load_study
 
-from study.plan import make_plan  # noqa: E402
-from study.search import confirm_configs  # noqa: E402
-from study.spec import load_study  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def default_profile_settings() -> dict:

@@ -316,7 +316,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="rounds of all variants")
     parser.add_argument("--scratch", default="/tmp/ner-depth-bench")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     args.precision = args.precision or default_precisions()
     child(args) if args.variant else parent(args)
 

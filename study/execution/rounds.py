@@ -17,9 +17,9 @@ from study.execution.context import PhaseContext
 from study.execution.tuner import explore_trials, run_experiment
 from study.names import EXPLORE, REUSED_TAG, STUDY_RUN_ID
 from study.plan import round_name
-from study.report.data import load_study_record
 from study.search import LimitedFIFO, PlannedSearcher, completed_explore_trials, confirm_configs
 from study.tracking import StudyTracker
+from study.tracking.reading import load_study_record
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,9 @@ from trainables.settings import UserInputError
 
 STATE_FILE = "study.json"
 # the module layout of what Tune pickles into a study's folder: raise it whenever a pickled
-# class (searcher, scheduler, callback, trainable) moves, so older studies are refused
-LAYOUT_VERSION = 1
+# class (searcher, scheduler, callback, trainable) moves or changes its attributes, so older
+# studies are refused (2: the explore searcher's sample book became its own class)
+LAYOUT_VERSION = 2
 LAYOUT_KEY = "layout"
 
 

@@ -17,7 +17,8 @@ from ray.tune import Callback
 
 from study.execution.runtime import stop_ray
 from study.execution.saved_state import SpaceReserve, rewrite_from_staging
-from study.tracking import StudyTracker, trial_error_text
+from study.tracking import StudyTracker
+from study.tracking.callback import trial_error_text
 
 log = logging.getLogger(__name__)
 

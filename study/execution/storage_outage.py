@@ -13,7 +13,8 @@ says so in one line and `--resume` carries on from there once the storage answer
 from __future__ import annotations
 
 from study.execution.storage_guard import StorageGuard, end_stopped_study, error_chain
-from study.tracking import StudyTracker, trial_error_text
+from study.tracking import StudyTracker
+from study.tracking.callback import trial_error_text
 
 # what pyarrow's S3 client says when it gets no answer (refused, reset, timed out)
 UNREACHABLE = ("AWS Error NETWORK_CONNECTION",)

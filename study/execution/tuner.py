@@ -30,7 +30,7 @@ from study.progress.quiet import tune_verbosity
 from study.search import ExploreTrial
 from study.search.tune_internals import run_config_of
 from study.spec import StudySpec
-from study.tracking import MlflowTrackingCallback
+from study.tracking.callback import MlflowTrackingCallback
 from trainables.tune_adapter import train_tagger
 
 log = logging.getLogger(__name__)

@@ -1,11 +1,11 @@
 """The study report, made from MLflow alone: `python -m study.report NAME` (see `__main__`).
 
-`data` reads a study back from MLflow into pandas, `build` computes and writes the report and
-logs it to MLflow, `markdown` writes its page (with `text`, the number and table formats),
-`plots` its core figures. Everything beyond the core (expected best score for a budget,
-degenerate runs, the variance split, the single-head tables, reproducibility) is a section:
-one module each in `sections/`, found by `section.all_sections`. Imports neither Ray nor
-torch.
+The study is read back from MLflow by `study.tracking.reading` (beside its writer); `build`
+computes and writes the report and logs it back through `study.tracking.store`, `markdown`
+writes its page (with `text`, the number and table formats), `plots` its core figures.
+Everything beyond the core (expected best score for a budget, degenerate runs, the variance
+split, the single-head tables, reproducibility) is a section: one module each in
+`sections/`, found by `section.all_sections`. Imports neither Ray nor torch.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python -m study.report ner_depth                       # newest finished ner_depth study
     python -m study.report ner_depth --run-id RUN --out reports/x --tracking-uri URI
 
-Reads the study from MLflow (`study.report.data`), compares arms paired by seed on the confirm
+Reads the study from MLflow (`study.tracking.reading`), compares arms paired by seed on the confirm
 phase under the study's declared analysis (`study.stats`), and writes `README.md`, CSV tables
 and PNG plots into one folder (`study.report.build`).
 """

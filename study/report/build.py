@@ -17,23 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from mlflow.entities import Metric
-from mlflow.tracking import MlflowClient
 
 from study import stats
 from study.names import CONFIRM
 from study.report import plots
-from study.report.data import (
-    StudyRecord,
-    layer_dynamics,
-    learning_curves,
-    load_study_record,
-)
 from study.report.html import render_html
 from study.report.layer_pairs import require_fingerprints
 from study.report.markdown import is_synthetic, render_markdown, report_title
 from study.report.section import Section, all_sections
 from study.report.text import factor_text
+from study.tracking.reading import (
+    StudyRecord,
+    layer_dynamics,
+    learning_curves,
+    load_study_record,
+)
+from study.tracking.store import log_report
 from trainables.settings import UserInputError
 
 log = logging.getLogger(__name__)
@@ -220,15 +219,11 @@ def arm_metrics(report: Report) -> dict[str, dict[str, float]]:
 
 
 def log_to_runs(report: Report) -> None:
-    client = MlflowClient(report.record.tracking_uri)
-    now = 0
-    for arm, values in arm_metrics(report).items():
-        run_id = report.record.arm_runs.get(arm)
-        if run_id is None:
-            continue
-        items = [Metric(k, float(v), now, 0) for k, v in values.items() if _finite(v)]
-        for start in range(0, len(items), 500):
-            client.log_batch(run_id, metrics=items[start : start + 500])
+    """The report's summary on its runs: each arm's metrics on its arm run, the primary
+    verdicts' counts on the study run, and the report folder as the study run's artifacts."""
+    arm_runs = report.record.arm_runs
+    per_run = {arm_runs[arm]: values for arm, values in arm_metrics(report).items()
+               if arm in arm_runs}  # fmt: skip
     primary = [c for c in report.comparisons if c.primary]
     counts = {"comparisons": len(report.comparisons), "primary_comparisons": len(primary)}
     for outcome in ("A better", "B better", "equivalent", "A non-inferior", "B non-inferior",
@@ -236,12 +231,4 @@ def log_to_runs(report: Report) -> None:
         counts[f"verdicts_{outcome.replace(' ', '_').replace('-', '_')}"] = sum(
             c.outcome == outcome for c in primary
         )
-    client.log_batch(
-        report.record.run_id,
-        metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()],
-    )
-    client.log_artifacts(report.record.run_id, str(report.folder), artifact_path="report")
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
+    log_report(report.record.tracking_uri, report.record.run_id, per_run, counts, report.folder)

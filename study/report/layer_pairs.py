@@ -15,10 +15,8 @@ sections share it) and needs nothing but the tracking store.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,16 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 from threadpoolctl import threadpool_limits
 
 from study import stats
-from study.names import FINGERPRINT_ARTIFACT
-from study.report.data import StudyRecord
-from trainables.settings import FINGERPRINT_FILE as FILE_NAME
-from trainables.settings import LayerFingerprint, UserInputError, compare_pairs
+from study.tracking.artifacts import read_fingerprints
+from study.tracking.reading import StudyRecord
+from trainables.settings import UserInputError, compare_pairs
 
 KINDS = ("seeds", "arms", "data")
 # Arm factors that change what a tagger learns from rather than how it is built: how much of
@@ -127,7 +121,7 @@ def layer_table(record: StudyRecord) -> pd.DataFrame:
 def _compared(tracking_uri: str, pairs: list[PlannedPair]) -> pd.DataFrame:
     runs = sorted({run for p in pairs for run in (p.run_a, p.run_b)})
     with tempfile.TemporaryDirectory(prefix="fingerprints-") as folder:
-        prints = _downloaded(MlflowClient(tracking_uri), runs, Path(folder))
+        prints = read_fingerprints(tracking_uri, runs, Path(folder))
         usable = [p for p in pairs if p.run_a in prints and p.run_b in prints]
         # one BLAS thread: on these 384 x 384 decompositions OpenBLAS's threads cost more
         # than they give (measured 10x slower with 2 threads on a busy 2-core machine)
@@ -142,40 +136,3 @@ def _compared(tracking_uri: str, pairs: list[PlannedPair]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=COLUMNS)
     table.attrs["unreadable"] = sorted(set(runs) - set(prints))
     return table
-
-
-def _downloaded(client: MlflowClient, runs: list[str], folder: Path) -> dict[str, LayerFingerprint]:
-    """Each run's fingerprint, downloaded; a run whose artifact is missing (its upload was
-    lost while the store was down) is left out, and the report counts what it compared."""
-    out = {}
-    with _no_progress_bars():
-        for run in runs:
-            fingerprint = _download(client, run, folder)
-            if fingerprint is not None:
-                out[run] = fingerprint
-    return out
-
-
-@contextlib.contextmanager
-def _no_progress_bars() -> Iterator[None]:
-    """MLflow draws a progress bar on stderr for every file it downloads."""
-    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
-    before = os.environ.get(name)
-    os.environ[name] = "false"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
-
-
-def _download(client: MlflowClient, run: str, folder: Path) -> LayerFingerprint | None:
-    (folder / run).mkdir()
-    try:
-        path = client.download_artifacts(run, f"{FINGERPRINT_ARTIFACT}/{FILE_NAME}",
-                                         str(folder / run))  # fmt: skip
-        return LayerFingerprint.load(path)
-    except (MlflowException, OSError, ValueError):  # missing, or not a fingerprint
-        return None

@@ -22,10 +22,10 @@ import pandas as pd  # noqa: E402
 
 from study import stats  # noqa: E402
 from study.report import layer_pairs  # noqa: E402
-from study.report.data import StudyRecord  # noqa: E402
 from study.report.plots import arm_labels, save_figure  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import markdown_table  # noqa: E402
+from study.tracking.reading import StudyRecord  # noqa: E402
 
 MEASURES = {
     "cka": "linear CKA (1 = the same features)",

@@ -18,7 +18,7 @@ from trainables.settings import SYNTHETIC
 
 if TYPE_CHECKING:
     from study.report import Report
-    from study.report.data import StudyRecord
+    from study.tracking.reading import StudyRecord
 
 FIGURES = {
     "lr_vs_f1": "Explore phase: dev F1 against learning rate per arm (one point per seed).",

@@ -1,4 +1,4 @@
-"""The report's figures, drawn from the tables of `study.report.data` with matplotlib.
+"""The report's figures, drawn from the tables of `study.tracking.reading` with matplotlib.
 
 Each function writes one PNG and returns its path, or None when the study has nothing to
 show for it (no searched lr, fewer than two grid factors, ...). Figures are meant to be read
@@ -19,8 +19,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from study.names import EXPLORE  # noqa: E402
-from study.report.data import StudyRecord  # noqa: E402
 from study.report.text import factor_text  # noqa: E402
+from study.tracking.reading import StudyRecord  # noqa: E402
 from trainables.settings import INTERMEDIATE, stage_label  # noqa: E402
 
 LABELS = {

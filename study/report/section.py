@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.report.data import StudyRecord
+from study.tracking.reading import StudyRecord
 
 Tables = dict[str, pd.DataFrame]
 # after the per-arm table / right after the verdicts (what qualifies them) / after the

@@ -20,7 +20,7 @@ import pandas as pd
 
 from study import stats
 from study.names import EXPLORE, FIXED_FROM_TAG
-from study.report.data import CONVERGED, StudyRecord, budget_columns
+from study.tracking.reading import CONVERGED, StudyRecord, budget_columns
 
 EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
 COMPUTE_TOLERANCE = 0.1  # arms whose mean steps or tokens differ by more are unequal

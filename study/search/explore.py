@@ -8,21 +8,18 @@ sample while keeping seed 1 (the comparison would then be decided by pruning see
 
 - `ArmSearcher` keeps one seeded Optuna study per arm, asks it for a sample through the
   ask/tell interface, and emits that sample once per seed, seeds of a sample back to back.
-- It also keeps the book: each seed's dev metric at each evaluation. When every seed of a
-  sample has reported an evaluation, their mean is fed to that arm's own Ray ASHA as if the
-  sample were one trial (through `study.search.tune_internals`); its decision applies to all
-  seeds of the sample together.
+- Its sample book (`study.search._sample_book`) keeps each seed's dev metric at each
+  evaluation and puts a sample's seed mean before that arm's own Ray ASHA; the decision
+  applies to all seeds of the sample together. The searcher answers the scheduler from it.
 - The book lives in the searcher, not in the scheduler (`study.search.schedulers`), because
   Tune checkpoints searcher state with the experiment and does not checkpoint scheduler
   state, so a resumed study keeps its rungs and its Optuna history.
-- A seed that reaches its arm's last rung before its siblings is paused until they get there,
-  so no seed can finish while the rest of its sample is still to be judged (seeds would
-  otherwise split: one completed, the others pruned a moment later).
 - Optuna is told each sample's mean final value when all its seeds completed, or PRUNED with
   the last rung mean it reached, or FAIL if a seed errored; never a truncated value as final.
 
-The attribute names of `ArmSearcher` are part of the saved state of every experiment: a
-study saved by older code resumes only while they stay the same.
+The attributes of `ArmSearcher` and of its book are part of the saved state of every
+experiment: changing them means raising `LAYOUT_VERSION` (study/execution/storage.py), so
+that a study saved by older code is refused on `--resume` instead of restored wrongly.
 """
 
 from __future__ import annotations
@@ -33,23 +30,16 @@ from typing import Any
 import numpy as np
 import optuna
 from optuna.trial import TrialState
-from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import Searcher
 
 from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
-from study.plan import Arm, max_epochs, study_tags, trial_config
+from study.plan import Arm, study_tags, trial_config
+from study.search._sample_book import _SampleBook
 from study.search.confirm import best_per_arm
 from study.search.optuna_internals import live_trial
 from study.search.optuna_storage import study_name, write_arm
 from study.search.record import SampleRecord
 from study.search.saved import SavedSearcher
-from study.search.tune_internals import (
-    TIME_ATTR,
-    asha_milestones,
-    asha_stops,
-    enter_sample,
-    new_asha,
-)
 from study.spec import StudySpec, finite_points
 from trainables.settings import first_line
 
@@ -65,10 +55,6 @@ class ArmSearcher(SavedSearcher):
 
     With `optuna_storage` (an RDB URL) and `optuna_prefix`, each arm's samples are also
     written there whenever Tune saves the searcher (`study.search.optuna_storage`)."""
-
-    # studies saved before the Optuna storage existed unpickle without these
-    _optuna_url: str | None = None
-    _optuna_names: dict[str, str] = {}
 
     def __init__(
         self,
@@ -97,19 +83,12 @@ class ArmSearcher(SavedSearcher):
             )
             for arm in arms
         }
-        self._ashas = {arm.id: self._make_asha(arm) for arm in arms}
-        self.samples: dict[str, SampleRecord] = {}
+        self._book = _SampleBook(spec, arms, spec.metric.name)
         self._queue: list[tuple[SampleRecord, int]] = []
         self._asked = 0  # samples asked so far, over all arms (round robin)
         self._trial_sample: dict[str, tuple[str, int]] = {}  # Tune trial id -> (sample, seed)
         self._optuna_url = optuna_storage
         self._optuna_names = {a.id: study_name(optuna_prefix, EXPLORE, a.id) for a in arms}
-
-    def _make_asha(self, arm: Arm):
-        if self._spec.explore.asha is None:
-            return None
-        max_t = max_epochs(self._spec, arm)
-        return new_asha(self._spec.metric.mode, max_t, self._grace(max_t), self._reduction())
 
     # --- Tune's Searcher interface ---------------------------------------------------------
     def save(self, checkpoint_path: str) -> None:
@@ -183,9 +162,7 @@ class ArmSearcher(SavedSearcher):
         self._asked += 1
         trial = self._ask_new(arm)
         sample = SampleRecord(arm.id, index, dict(trial.params), trial.number, self._seeds)
-        self.samples[sample.key] = sample
-        if self._ashas[arm.id] is not None:
-            enter_sample(self._ashas[arm.id], sample.key)
+        self._book.add(sample)
         self._queue.extend((sample, seed) for seed in self._seeds)
         return True
 
@@ -222,92 +199,22 @@ class ArmSearcher(SavedSearcher):
             study.tell(sample.optuna_number, state=TrialState.PRUNED)
 
     # --- the sample book: what the scheduler asks ------------------------------------------
+    @property
+    def samples(self) -> dict[str, SampleRecord]:
+        return self._book.samples
+
     def decide(self, study_tags_: dict[str, Any], result: dict) -> str:
         """Record one seed's evaluation; return the decision for its whole sample."""
-        sample = self.samples.get(self.sample_key(study_tags_))
-        final = bool(result.get("final"))
-        if sample is None or self.metric not in result:
-            return TrialScheduler.CONTINUE
-        if sample.closed:
-            return TrialScheduler.CONTINUE if final else TrialScheduler.STOP
-        seed = int(study_tags_["seed"])
-        index = int(result.get("evaluation", result["step"]))
-        sample.reports.setdefault(seed, {})[index] = (
-            float(result[TIME_ATTR]),
-            float(result[self.metric]),
-        )
-        self._feed_complete_evaluations(sample)
-        if sample.stopped_at is not None:
-            return TrialScheduler.CONTINUE if final else TrialScheduler.STOP
-        if self.waiting_at_last_rung(study_tags_):
-            # even a final result waits: a seed restored past the rung (after --resume) must
-            # not complete while its siblings may still be stopped there
-            return TrialScheduler.PAUSE
-        return TrialScheduler.CONTINUE
-
-    def sample_key(self, study_tags_: dict[str, Any]) -> str:
-        return f"{study_tags_['arm']}#{study_tags_['sample']}"
+        return self._book.decide(study_tags_, result)
 
     def last_rung(self, arm: str) -> float | None:
-        """The highest ASHA milestone below max_t: after it, a sample is never stopped."""
-        if self._ashas.get(arm) is None:
-            return None
-        max_t = self._max_t(arm)
-        below = [m for m in asha_milestones(self._grace(max_t), self._reduction(), max_t)
-                 if m < max_t]  # fmt: skip
-        return max(below) if below else None
-
-    def _max_t(self, arm_id: str) -> float:
-        return max_epochs(self._spec, self._arms[self._arm_index(arm_id)])
-
-    def _grace(self, max_t: float) -> float:
-        return min(self._spec.explore.asha.grace_period, max_t)
-
-    def _reduction(self) -> float:
-        return self._spec.explore.asha.reduction_factor
+        return self._book.last_rung(arm)
 
     def waiting_at_last_rung(self, study_tags_: dict[str, Any]) -> bool:
-        """True for a seed that has reached its arm's last rung while a sibling has not, so
-        the sample's last decision is still open."""
-        sample = self.samples.get(self.sample_key(study_tags_))
-        rung = self.last_rung(study_tags_["arm"]) if sample else None
-        if rung is None or sample.closed:
-            return False
-        reached = {
-            s
-            for s, reports in sample.reports.items()
-            if any(t >= rung for t, _ in reports.values())
-        }
-        return int(study_tags_["seed"]) in reached and reached != set(sample.seeds)
+        return self._book.waiting_at_last_rung(study_tags_)
 
     def is_stopped(self, study_tags_: dict[str, Any]) -> bool:
-        sample = self.samples.get(self.sample_key(study_tags_))
-        return bool(sample and sample.closed)
-
-    def _feed_complete_evaluations(self, sample: SampleRecord) -> None:
-        """Put every evaluation that all seeds have reached before the arm's ASHA, in order."""
-        asha = self._ashas[sample.arm]
-        common = set.intersection(*(set(sample.reports.get(s, {})) for s in sample.seeds))
-        for index in sorted(common - set(sample.fed_steps)):
-            sample.fed_steps.append(index)
-            epoch = max(sample.reports[s][index][0] for s in sample.seeds)
-            mean = float(np.mean([sample.reports[s][index][1] for s in sample.seeds]))
-            sample.rung_means.append((epoch, mean))
-            if asha is None or epoch >= self._max_t(sample.arm):
-                continue  # the final evaluation is never a reason to stop
-            if asha_stops(asha, sample.key, epoch, mean):
-                sample.stopped_at = epoch
-                log.info(
-                    "ASHA (arm %s): stopping sample %d, all %d seeds, at epoch %.2f "
-                    "(seed-mean %s %.4f)",
-                    sample.arm,
-                    sample.index,
-                    len(sample.seeds),
-                    epoch,
-                    self.metric,
-                    mean,
-                )
-                return
+        return self._book.is_stopped(study_tags_)
 
     def best_samples(self) -> dict[str, dict[str, Any]]:
         """Per arm, the params of the completed sample with the best seed-mean final metric."""

@@ -1,10 +1,14 @@
-"""MLflow tracking of a study: `store` (the run tree, no Ray), `callback` (the Tune callback
-the driver runs), `summary` (what the driver prints at the end, read back from MLflow).
+"""MLflow tracking of a study, written and read in one place: `store` (the run tree, no Ray),
+`callback` (the Tune callback the driver runs), `reading` (a study read back into pandas, for
+the report, the driver's confirm rounds and bench/), `summary` (what the driver prints at the
+end, read back from MLflow).
+
+Only the Ray-free writer is re-exported here, so that importing `study.tracking.reading` (the
+report does) loads no Ray; the callback is imported from `study.tracking.callback`.
 """
 
 from __future__ import annotations
 
-from study.tracking.callback import MlflowTrackingCallback, trial_error_text
 from study.tracking.store import (
     MAX_BATCH,
     StudyTracker,
@@ -16,7 +20,6 @@ from study.tracking.store import (
 )
 
 __all__ = [
-    "MAX_BATCH", "MlflowTrackingCallback", "StudyTracker", "artifact_location",
-    "numeric_metrics", "result_batches", "split_layer_metrics", "trial_error_text",
-    "trial_status",
+    "MAX_BATCH", "StudyTracker", "artifact_location", "numeric_metrics", "result_batches",
+    "split_layer_metrics", "trial_status",
 ]  # fmt: skip

@@ -1,5 +1,6 @@
 """A finished trial's layer fingerprint, from its final checkpoint to an artifact of its MLflow
-trial run (`fingerprint/fingerprint.safetensors`), where the report finds it.
+trial run (`fingerprint/fingerprint.safetensors`), and back from there for the report
+(`read_fingerprints`).
 
 The trial writes the file into its final checkpoint (trials never talk to MLflow); the driver
 copies it out when the trial completes, while the checkpoint still exists (a finished phase
@@ -12,16 +13,23 @@ not hold it already, whole.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.fs as pafs
+from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
 
 from study.names import FINGERPRINT_ARTIFACT
 from study.tracking.store import StudyTracker
 from trainables.settings import FINGERPRINT_FILE as FILE_NAME
+from trainables.settings import LayerFingerprint
 
 log = logging.getLogger(__name__)
 
@@ -49,3 +57,43 @@ def log_fingerprint(tracker: StudyTracker, run_id: str, local: Path) -> None:
                for f in logged):  # fmt: skip
         tracker.client.log_artifact(run_id, str(local), FINGERPRINT_ARTIFACT)
     shutil.rmtree(local.parent, ignore_errors=True)
+
+
+def read_fingerprints(
+    tracking_uri: str, runs: list[str], folder: Path
+) -> dict[str, LayerFingerprint]:
+    """Each run's fingerprint, downloaded into `folder`; a run whose artifact is missing (its
+    upload was lost while the store was down) is left out, and the report counts what it
+    compared."""
+    client, out = MlflowClient(tracking_uri), {}
+    with _no_progress_bars():
+        for run in runs:
+            fingerprint = _download(client, run, folder)
+            if fingerprint is not None:
+                out[run] = fingerprint
+    return out
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """MLflow draws a progress bar on stderr for every file it downloads."""
+    name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
+    before = os.environ.get(name)
+    os.environ[name] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _download(client: MlflowClient, run: str, folder: Path) -> LayerFingerprint | None:
+    (folder / run).mkdir()
+    try:
+        path = client.download_artifacts(run, f"{FINGERPRINT_ARTIFACT}/{FILE_NAME}",
+                                         str(folder / run))  # fmt: skip
+        return LayerFingerprint.load(path)
+    except (MlflowException, OSError, ValueError):  # missing, or not a fingerprint
+        return None

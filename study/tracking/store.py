@@ -274,3 +274,26 @@ class StudyTracker:
         for run_id in arm_runs.values():
             self.end(run_id, status)
         self.end(study_run, status)
+
+
+def log_report(
+    tracking_uri: str,
+    study_run: str,
+    per_run: dict[str, dict[str, float]],
+    counts: dict[str, int],
+    folder: Path,
+) -> None:
+    """A report written back to its study (`study.report`): summary metrics on each arm run
+    (non-finite values left out: MLflow cannot sort on them), the verdict counts on the study
+    run, and the report folder as the study run's `report` artifacts."""
+    client = MlflowClient(tracking_uri)
+    for run_id, values in per_run.items():
+        items = [Metric(k, float(v), 0, 0) for k, v in values.items() if _finite(v)]
+        for start in range(0, len(items), 500):
+            client.log_batch(run_id, metrics=items[start : start + 500])
+    client.log_batch(study_run, metrics=[Metric(k, float(v), 0, 0) for k, v in counts.items()])
+    client.log_artifacts(study_run, str(folder), artifact_path="report")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)

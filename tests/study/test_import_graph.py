@@ -1,7 +1,8 @@
 """The import graph of study/ and trainables/, read from the source (nothing is imported): no
 import circle among their modules, study reaches into trainables only through the torch-free
-`trainables.settings` and the Tune entry point, trainables never imports study, and
-trainables/ keeps at most 10 modules at its top level (the rest live in packages by job)."""
+`trainables.settings` and the Tune entry point, trainables never imports study, the driver
+(execution, search, tracking) never imports the report, and trainables/ keeps at most 10
+modules at its top level (the rest live in packages by job)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,20 @@ def test_trainables_never_imports_study():
     assert not reaching, "\n".join(reaching)
 
 
+def test_the_driver_never_imports_the_report():
+    """The report reads MLflow through `study.tracking.reading`; the driver reads the same,
+    and a report module must never be loaded by a running study."""
+    driver = ("study.execution", "study.search", "study.tracking")
+    reaching = sorted(
+        f"{name} imports {target}"
+        for name, path in MODULES.items()
+        if name.startswith(driver)
+        for target in _imported(name, path)
+        if target == "study.report" or target.startswith("study.report.")
+    )
+    assert not reaching, "\n".join(reaching)
+
+
 def test_trainables_has_few_modules_at_its_top_level():
     top = sorted(path.name for path in (REPO / "trainables").glob("*.py"))
     assert len(top) <= MOST_TOP_LEVEL_MODULES, top
@@ -118,3 +133,5 @@ def test_the_graph_sees_imports():
     assert "trainables.settings" in GRAPH["study.spec.build"]
     assert "trainables.settings.config" in GRAPH["trainables.settings"]
     assert "trainables.training.train" in GRAPH["trainables.training.stages"]
+    assert "study.tracking.reading" in GRAPH["study.execution.rounds"]
+    assert "study.tracking.reading" in GRAPH["study.report.build"]

@@ -6,9 +6,9 @@ qualified as budget-sensitive where it is printed."""
 from __future__ import annotations
 
 from study.report import validity
-from study.report.data import StudyRecord
 from study.report.section import Section, Tables
 from study.report.text import markdown_table, num
+from study.tracking.reading import StudyRecord
 
 NAME = "convergence"
 

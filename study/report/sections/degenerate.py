@@ -10,9 +10,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from study.report.data import StudyRecord
 from study.report.section import Section, Tables
 from study.report.text import frame_table
+from study.tracking.reading import StudyRecord
 
 NAME = "degenerate"
 ALL_O = 1e-9  # entity F1 of a tagger that predicts no entity

@@ -17,10 +17,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy.special import gammaln  # noqa: E402
 
-from study.report.data import StudyRecord  # noqa: E402
 from study.report.plots import save_figure  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import frame_table  # noqa: E402
+from study.tracking.reading import StudyRecord  # noqa: E402
 
 NAME = "expected_max"
 COLUMNS = ["arm", "n_trials", "trial_hours", "expected_best_dev_f1"]

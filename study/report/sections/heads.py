@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from study.report.data import StudyRecord
 from study.report.section import Section, Tables
 from study.report.text import frame_table
+from study.tracking.reading import StudyRecord
 
 SUMMARY = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 

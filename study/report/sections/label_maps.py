@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from study.report.data import StudyRecord
 from study.report.section import Section, Tables
 from study.report.text import frame_table
+from study.tracking.reading import StudyRecord
 
 NAME = "label_maps"
 COUNTS = ("entities", "entities_mapped", "entities_dropped")  # `<set>_<count>` trial metrics

@@ -6,9 +6,9 @@ are listed by `threats`; these tables give every number."""
 from __future__ import annotations
 
 from study.report import validity
-from study.report.data import StudyRecord
 from study.report.section import Section, Tables
 from study.report.text import frame_table
+from study.tracking.reading import StudyRecord
 
 TUNING, COMPUTE = "tuning_parity", "compute_parity"
 

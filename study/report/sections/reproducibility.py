@@ -8,8 +8,8 @@ from __future__ import annotations
 import pandas as pd
 
 from study.names import PHASES
-from study.report.data import StudyRecord
 from study.report.section import Section, Tables
+from study.tracking.reading import StudyRecord
 
 
 def reproducibility_block(record: StudyRecord) -> str:

@@ -17,12 +17,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
-from mlflow.tracking import MlflowClient  # noqa: E402
 
-from study.report.data import StudyRecord, learning_curves  # noqa: E402
 from study.report.plots import save_figure  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import frame_table, num, stage_sequence  # noqa: E402
+from study.tracking.reading import (  # noqa: E402
+    StudyRecord,
+    learning_curves,
+    metric_histories,
+)
 from trainables.settings import stage_prefix  # noqa: E402
 
 CURVES, MOVED, SUMMARY = "stage_curves", "stage_dynamics", "stage_summary"
@@ -30,21 +33,16 @@ TARGET = "target"
 MEASURES = ("l2_sum", "cka")  # weight distance (blocks) and representation similarity (states)
 
 
-def _histories(client: MlflowClient, run_id: str, *keys: str) -> list[dict[int, float]]:
-    """Each metric's value at each logged step (the trial's optimizer step, or the layer)."""
-    return [{m.step: m.value for m in client.get_metric_history(run_id, k)} for k in keys]
-
-
 def stage_curves(record: StudyRecord) -> pd.DataFrame:
     """Dev F1 at every evaluation of every stage of every completed confirm trial: arm, seed,
     stage (its name, or `target`), position (0, 1, ...; the target last), step (counted from
     the stage's own start), evaluation, dev_f1."""
-    client, stages = MlflowClient(record.tracking_uri), record.stages
-    rows = []
+    stages, rows = record.stages, []
     for trial in record.confirm_completed().itertuples():
         for index, name in enumerate(stages.get(trial.arm, [])):
             prefix = stage_prefix(index)
-            f1, own = _histories(client, trial.run_id, f"{prefix}dev_f1", f"{prefix}step")
+            f1, own = metric_histories(record.tracking_uri, trial.run_id,
+                                       f"{prefix}dev_f1", f"{prefix}step")  # fmt: skip
             for evaluation, step in enumerate(sorted(f1)):
                 rows.append((trial.arm, trial.seed, name, index, int(own[step]), evaluation,
                              f1[step]))  # fmt: skip
@@ -57,15 +55,14 @@ def stage_curves(record: StudyRecord) -> pd.DataFrame:
 def stage_dynamics(record: StudyRecord) -> pd.DataFrame:
     """How far each layer was from the pretrained encoder when each stage ended (the target's
     end too), mean over completed confirm seeds: arm, stage, position, measure, layer, value, n."""
-    client, stages = MlflowClient(record.tracking_uri), record.stages
-    rows = []
+    stages, rows = record.stages, []
     for trial in record.confirm_completed().itertuples():
         names = stages.get(trial.arm, [])
         ends = [(name, i, stage_prefix(i)) for i, name in enumerate(names)]
         for name, position, prefix in [*ends, (TARGET, len(names), "")]:
             keys = [f"dyn_{prefix}{measure}" for measure in MEASURES]
-            for measure, values in zip(MEASURES, _histories(client, trial.run_id, *keys),
-                                       strict=True):  # fmt: skip
+            histories = metric_histories(record.tracking_uri, trial.run_id, *keys)
+            for measure, values in zip(MEASURES, histories, strict=True):
                 rows += [(trial.arm, name, position, measure, int(layer), value, trial.seed)
                          for layer, value in values.items()]  # fmt: skip
     columns = ["arm", "stage", "position", "measure", "layer", "value", "seed"]

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pandas as pd
 
 from study.report import validity
-from study.report.data import StudyRecord
 from study.report.section import Section, Tables
+from study.tracking.reading import StudyRecord
 
 NAME = "threats"
 # Each check: what it looks for, and its threats (None: its inputs were not recorded).

@@ -16,9 +16,9 @@ import pandas as pd
 from statsmodels.formula.api import ols
 from statsmodels.stats.anova import anova_lm
 
-from study.report.data import StudyRecord
 from study.report.section import Section, Tables
 from study.report.text import frame_table
+from study.tracking.reading import StudyRecord
 
 NAME = "variance_split"
 

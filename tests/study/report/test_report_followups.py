@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.report.data import StudyRecord, _trial_table
 from study.report.sections import degenerate, expected_max, reproducibility
 from study.report.sections.variance import variance_split, variance_table
+from study.tracking.reading import StudyRecord, _trial_table
 
 
 def record(trials: pd.DataFrame, **tags) -> StudyRecord:

@@ -13,8 +13,8 @@ import pytest
 
 from study.analysis import Analysis
 from study.report import validity
-from study.report.data import StudyRecord, budget_columns
 from study.report.sections import reproducibility, threats
+from study.tracking.reading import StudyRecord, budget_columns
 
 SEARCH = {"lr": {"type": "loguniform", "low": 3e-5, "high": 3e-4}}
 

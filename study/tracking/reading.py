@@ -1,9 +1,10 @@
-"""A finished study, read back from MLflow into pandas for the report.
+"""A study, read back from MLflow into pandas: the read side of what `study.tracking.store`
+and the callback write, for the report, the driver's confirm rounds and bench/.
 
 The report reads the tracking store, not Ray's result files, so it can be made on any machine
 that sees the store, long after the cluster that ran the study is gone. Everything it needs
-(the plan, the arms in plan order, every trial's factors, tags, final metrics and dev-F1
-history) is recorded there by `study.tracking`.
+(the plan, the arms in plan order, every trial's factors, tags, final metrics and metric
+histories) is recorded there by `study.tracking`. No Ray here: the report imports this.
 """
 
 from __future__ import annotations
@@ -286,6 +287,13 @@ def _extra_sets(trials: pd.DataFrame) -> list[str]:
         if isinstance(data, dict):
             names += [n for n in (data.get("extra") or {}) if n not in names]
     return names
+
+
+def metric_histories(tracking_uri: str, run_id: str, *keys: str) -> list[dict[int, float]]:
+    """Each metric's value at each logged step (the trial's optimizer step, or the layer).
+    A client per call is cheap: MLflow keeps one store per URI."""
+    client = MlflowClient(tracking_uri)
+    return [{m.step: m.value for m in client.get_metric_history(run_id, k)} for k in keys]
 
 
 def learning_curves(record: StudyRecord, phase: str = CONFIRM) -> pd.DataFrame:

@@ -116,10 +116,20 @@ def heatmap(rows: pd.DataFrame, title: str, path: Path) -> Path | None:
         ax.set_xticks(range(len(grid.columns)), [str(i) for i in grid.columns])
         ax.set_xlabel("hidden state (0 = embeddings)" if measure in HIDDEN_STATES else "block")
         ax.set_yticks(range(len(pairs)), pairs)
+        for edge in _group_edges(rows, pairs):
+            ax.axhline(edge, color="white", lw=1.5)
         ax.set_title(MEASURES[measure], fontsize=8)
-        fig.colorbar(image, ax=ax, fraction=0.08, label="bright = alike")
+        small = " (small distance)" if measure in DISTANCES else ""
+        fig.colorbar(image, ax=ax, fraction=0.08, label=f"bright = alike{small}")
     fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)
+
+
+def _group_edges(rows: pd.DataFrame, pairs: list[str]) -> list[float]:
+    """Where one group (an arm, or an arm pair) of rows ends and the next begins, so a white
+    line parts them."""
+    group = dict(zip(rows.pair, rows.group, strict=True))
+    return [i - 0.5 for i in range(1, len(pairs)) if group[pairs[i]] != group[pairs[i - 1]]]
 
 
 def summary_markdown(table: pd.DataFrame) -> str:

@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
-from matplotlib.ticker import FixedFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator  # noqa: E402
 
 from study.names import EXPLORE  # noqa: E402
 from study.report.data import StudyRecord  # noqa: E402
@@ -162,10 +162,9 @@ def _upright(ax) -> bool:
     labels = tick_labels(ax.xaxis)
     if not labels or all(t.get_rotation() == 90 for t in labels):
         return False
-    formatter = ax.xaxis.get_major_formatter()
-    if isinstance(formatter, FixedFormatter):
-        one_line = [t.replace("\n", ", ") for t in formatter.seq]
-        ax.xaxis.set_major_formatter(FixedFormatter(one_line))
+    if isinstance(ax.xaxis.get_major_locator(), FixedLocator):  # named columns (arms)
+        one_line = [t.get_text().replace("\n", ", ") for t in ax.get_xticklabels()]
+        ax.set_xticks(ax.get_xticks(), one_line)
     ax.tick_params(axis="x", labelrotation=90)
     return True
 
@@ -258,7 +257,8 @@ def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
             ax.plot(range(1, len(arms) + 1), values.to_numpy(), color="grey", alpha=0.4, lw=0.8)
         for i, arm in enumerate(arms, start=1):
             ax.scatter(np.full(len(table), i), table[arm], color=colors[arm], s=18, zorder=3)
-        ax.set_xticks(range(1, len(arms) + 1), [_wrap(labels[a]) for a in arms], fontsize=MIN_PT)
+        names = [labels[a] if many else _wrap(labels[a]) for a in arms]
+        ax.set_xticks(range(1, len(arms) + 1), names, fontsize=MIN_PT, rotation=90 if many else 0)
         if many:
             ax.set_ylabel(SHORT.get(metric, metric), fontsize=9)
         else:
@@ -353,7 +353,8 @@ LOG_RANGE = 1e4  # a log scale spans at most this factor; smaller values (0 too)
 
 def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
     """Layer x arm heatmaps of how far each layer moved, mean over seeds, one panel per
-    measure. CKA/SVCCA rows are hidden states (0 = embeddings), the others blocks. Bright =
+    measure (stacked for many arms). CKA/SVCCA rows are hidden states (0 = embeddings), the
+    others blocks. Bright =
     unchanged in every panel, as bright = alike in the layers_* figures; the weight distance
     is on a log scale, so that re-drawn blocks do not leave every other cell black."""
     shown = dynamics_measures(set(table.metric)) if not table.empty else []
@@ -362,9 +363,12 @@ def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> P
     labels = arm_labels(record)
     arms = [a for a in record.arms if a in set(table.arm)]
     few = len(arms) <= 12
-    width = 0.9 * len(arms) + 2.2 if few else 0.16 * len(arms) + 2.8
-    fig, axes = subplots(1, len(shown), figsize=(width * len(shown), 5.2), squeeze=False)
-    for ax, metric in zip(axes[0], shown, strict=True):
+    if few:  # panels side by side, numbers in the cells
+        shape, size = (1, len(shown)), ((0.9 * len(arms) + 2.2) * len(shown), 5.2)
+    else:  # stacked, one arm per column of text under the lowest
+        shape, size = (len(shown), 1), (0.16 * len(arms) + 3.2, 2.6 * len(shown) + 2.5)
+    fig, axes = subplots(*shape, figsize=size, squeeze=False, sharex=not few)
+    for ax, metric in zip(axes.flat, shown, strict=True):
         part = table[table.metric == metric]
         grid = part.pivot_table(index="layer", columns="arm", values="value", aggfunc="mean")
         values = grid.reindex(columns=arms).to_numpy(float)
@@ -373,7 +377,8 @@ def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> P
         image = ax.imshow(values, cmap=cmap, norm=norm, aspect="auto", origin="lower")
         if few:
             _annotate(ax, image, values)
-        ax.set_xticks(range(len(arms)), [_wrap(labels[a]) for a in arms], fontsize=MIN_PT)
+        names = [_wrap(labels[a]) if few else labels[a] for a in arms]
+        ax.set_xticks(range(len(arms)), names, fontsize=MIN_PT, rotation=0 if few else 90)
         ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
         hidden = metric in HIDDEN_STATE_MEASURES
         ax.set_ylabel("hidden state (0 = embeddings)" if hidden else "block")

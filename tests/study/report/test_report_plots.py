@@ -174,12 +174,12 @@ def problems(fig) -> list[str]:
 @pytest.fixture
 def kept_figures(monkeypatch):
     """The figures `save_figure` closes, kept open to be measured (closed at the end)."""
-    kept = {}
+    kept, close = {}, plt.close
     monkeypatch.setattr(plt, "close", lambda fig: kept.setdefault(id(fig), fig))
     monkeypatch.setattr(layer_pairs, "layer_table", layer_table)
     yield kept
     for fig in kept.values():
-        plt.close(fig)
+        close(fig)
 
 
 @pytest.mark.parametrize("arms", [2, 36])

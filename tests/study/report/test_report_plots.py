@@ -286,3 +286,17 @@ def test_the_median_of_seeds_has_a_colour_no_arm_has(tmp_path, kept_figures):
     arm_colours = {tuple(np.round(c[:3], 3)) for c in plots.arm_colors(list(record.arms)).values()}
     medians = [line for line in fig.axes[0].get_lines() if line.get_color() == "black"]
     assert medians and (0.0, 0.0, 0.0) not in arm_colours
+
+
+def test_a_crowded_figure_grows_until_its_labels_clear(tmp_path, kept_figures):
+    """36 wrapped arm names under a 3-inch axis and 60 rows beside a 2-inch one: the names are
+    turned upright on one line and the figure grows, rather than the text shrinking."""
+    names = list(plots.arm_labels(synthetic_record(36)).values())
+    fig, ax = plots.subplots(figsize=(3, 2))
+    ax.set_xticks(range(36), [name.replace(", ", "\n") for name in names], fontsize=5)
+    ax.set_yticks(range(60), [str(i) for i in range(60)])
+    plots.save_figure(fig, tmp_path / "crowded.png")
+    assert problems(fig) == []
+    assert [t.get_text() for t in ax.get_xticklabels()] == names
+    width, height = fig.get_size_inches()
+    assert width > 3 and height > 2

@@ -269,7 +269,7 @@ def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
-def _annotate(ax, image, values: np.ndarray, digits: str = ".2g") -> None:
+def _annotate(ax, image, values: np.ndarray, digits: str = ".3g") -> None:
     """Cell values in the colour that reads on the cell (`text_colour`)."""
     for (i, j), value in np.ndenumerate(values):
         if np.isfinite(value):

@@ -16,13 +16,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from study import stats  # noqa: E402
 from study.report import layer_pairs  # noqa: E402
-from study.report.plots import arm_labels, save_figure  # noqa: E402
+from study.report.plots import MIN_PT, arm_labels, save_figure, subplots, text_colour  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import markdown_table  # noqa: E402
 from study.tracking.reading import StudyRecord  # noqa: E402
@@ -90,35 +89,47 @@ def _reading(interval: dict[str, float]) -> str:
 
 
 def heatmap(rows: pd.DataFrame, title: str, path: Path) -> Path | None:
-    """One panel per measure, stacked: layers x pairs, each cell one pair's value."""
+    """One panel per measure, side by side: a row per pair, a column per layer, each cell one
+    pair's value. Pairs run down the page, so their names stay horizontal and full size
+    however many there are; bright = alike in every panel (reversed for the distances)."""
     if rows.empty:
         return None
     pairs = list(dict.fromkeys(rows.pair))
     measures = [m for m in MEASURES if m in set(rows.measure)]
-    width = max(6.0, 0.42 * len(pairs) + 3.0)
+    numbers = len(pairs) <= 12
     layers = int(rows.layer.max()) + 1
-    fig, axes = plt.subplots(len(measures), 1, figsize=(width, (0.32 * layers + 1.6) *
-                             len(measures) + 1.5), squeeze=False)  # fmt: skip
-    for ax, measure in zip(axes[:, 0], measures, strict=True):
-        grid = rows[rows.measure == measure].pivot_table(index="layer", columns="pair",
+    cell_w, cell_h = (0.42, 0.3) if numbers else (0.24, 0.16)
+    width = (cell_w * layers + 1.4) * len(measures) + 0.07 * max(len(p) for p in pairs) + 0.8
+    fig, axes = subplots(1, len(measures), figsize=(width, cell_h * len(pairs) + 2.2),
+                             squeeze=False, sharey=True)  # fmt: skip
+    for ax, measure in zip(axes[0], measures, strict=True):
+        grid = rows[rows.measure == measure].pivot_table(index="pair", columns="layer",
                                                          values="value", sort=False)  # fmt: skip
-        values = grid.reindex(columns=pairs).to_numpy(float)
-        # bright = alike in every panel: reversed for the distances
+        values = grid.reindex(index=pairs).to_numpy(float)
         cmap = "viridis_r" if measure in DISTANCES else "viridis"
-        image = ax.imshow(values, cmap=cmap, aspect="auto", origin="lower")
-        if len(pairs) <= 12:
+        image = ax.imshow(values, cmap=cmap, aspect="auto")
+        if numbers:
             for (i, j), value in np.ndenumerate(values):
-                dark = image.norm(value) < 0.6 if cmap == "viridis" else image.norm(value) > 0.4
-                ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=6,
-                        color="white" if dark else "black")  # fmt: skip
-        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index], fontsize=7)
-        ax.set_ylabel("hidden state\n(0 = embeddings)" if measure in HIDDEN_STATES else "block")
-        ax.set_xticks(range(len(pairs)), pairs if ax is axes[-1, 0] else [""] * len(pairs),
-                      rotation=90, fontsize=6)  # fmt: skip
+                colour = text_colour(image.cmap(image.norm(value)))
+                ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=MIN_PT,
+                        color=colour)  # fmt: skip
+        ax.set_xticks(range(len(grid.columns)), [str(i) for i in grid.columns])
+        ax.set_xlabel("hidden state (0 = embeddings)" if measure in HIDDEN_STATES else "block")
+        ax.set_yticks(range(len(pairs)), pairs)
+        for edge in _group_edges(rows, pairs):
+            ax.axhline(edge, color="white", lw=1.5)
         ax.set_title(MEASURES[measure], fontsize=8)
-        fig.colorbar(image, ax=ax, fraction=0.03)
+        small = " (small distance)" if measure in DISTANCES else ""
+        fig.colorbar(image, ax=ax, fraction=0.08, label=f"bright = alike{small}")
     fig.suptitle(title, fontsize=10)
     return save_figure(fig, path)
+
+
+def _group_edges(rows: pd.DataFrame, pairs: list[str]) -> list[float]:
+    """Where one group (an arm, or an arm pair) of rows ends and the next begins, so a white
+    line parts them."""
+    group = dict(zip(rows.pair, rows.group, strict=True))
+    return [i - 0.5 for i in range(1, len(pairs)) if group[pairs[i]] != group[pairs[i - 1]]]
 
 
 def summary_markdown(table: pd.DataFrame) -> str:
@@ -203,7 +214,7 @@ def layer_section(kind: str, order: int, heading: str, what: str) -> Section:
     def figures(own: Tables, folder: Path) -> dict[str, Path]:
         if name not in own:
             return {}
-        title = f"{heading}\n(one column per pair; bright = alike)"
+        title = f"{heading}\n(one row per pair; bright = alike)"
         path = heatmap(own[name], title, folder / f"{name}.png")
         return {name: path} if path else {}
 
@@ -220,7 +231,10 @@ def layer_section(kind: str, order: int, heading: str, what: str) -> Section:
             parts += ["", CLAIM, "", claim_markdown(claim)]
         return "\n".join(parts)
 
-    caption = f"{heading}: layer x pair heatmaps of CKA, SVCCA distance and attention JS."
+    caption = (
+        f"{heading}: pair x layer heatmaps of CKA, SVCCA distance and attention JS "
+        "(bright = alike)."
+    )
     return Section(name=name, slot="followups", order=order, tables=tables,
                    markdown=markdown, figures=figures, captions={name: caption})  # fmt: skip
 

@@ -21,13 +21,17 @@ if TYPE_CHECKING:
     from study.tracking.reading import StudyRecord
 
 FIGURES = {
-    "lr_vs_f1": "Explore phase: dev F1 against learning rate per arm (one point per seed).",
+    "lr_vs_f1": "Explore phase: dev F1 against learning rate per arm (one point per seed; "
+    "hollow = pruned, its value from an earlier evaluation, left out of the line).",
     "learning_curves": "Confirm phase: dev-F1 learning curves per arm, mean and min-max band "
     "over seeds.",
-    "heatmap": "Confirm phase: mean test F1 over the two grid factors.",
-    "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms.",
+    "heatmap": "Confirm phase: mean test F1 over the two grid factors (a declared baseline "
+    "outlined).",
+    "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms, "
+    "the black bar is the median.",
     "dynamics": "Confirm phase: how far each layer moved from the pretrained encoder at the "
-    "end of training, one panel per measure, mean over seeds.",
+    "end of training, one panel per measure, mean over seeds; bright = unchanged, the weight "
+    "distance on a log scale.",
 }
 
 

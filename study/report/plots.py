@@ -7,6 +7,8 @@ at a glance in a paper appendix: every one has a title, labelled axes with units
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from pathlib import Path
 
@@ -16,7 +18,10 @@ matplotlib.use("Agg")  # no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+from matplotlib.ticker import FixedLocator  # noqa: E402
 
 from study.names import EXPLORE  # noqa: E402
 from study.report.text import factor_text  # noqa: E402
@@ -43,46 +48,156 @@ def arm_labels(record: StudyRecord) -> dict[str, str]:
     }
 
 
-def _colors(arms: list[str]) -> dict[str, tuple]:
-    cmap = plt.get_cmap("tab10")
-    return {arm: cmap(i % 10) for i, arm in enumerate(arms)}
+MIN_PT = 7  # no tick label smaller: a figure scaled to a page stays readable
+MARKERS = "osD^v"
+
+
+def arm_colors(arms: list[str]) -> dict[str, tuple]:
+    """tab10 up to ten arms, tab20 beyond (past 20, `arm_markers` tells the repeats apart);
+    neither map has black, which the figures keep for medians and the baseline."""
+    cmap = plt.get_cmap("tab10" if len(arms) <= 10 else "tab20")
+    return {arm: cmap(i % cmap.N) for i, arm in enumerate(arms)}
+
+
+def arm_markers(arms: list[str]) -> dict[str, str]:
+    """One marker per round of the colour map, so no two arms share colour and marker."""
+    per = 10 if len(arms) <= 10 else 20
+    return {arm: MARKERS[(i // per) % len(MARKERS)] for i, arm in enumerate(arms)}
+
+
+def subplots(*args, **kwargs):
+    """`plt.subplots` under constrained layout, which keeps suptitles, colour bars and the
+    legends beside the axes clear of everything else."""
+    return plt.subplots(*args, layout="constrained", **kwargs)
+
+
+def arm_legend(axes: list, **kwargs) -> None:
+    """The legend of a figure's panels, drawn once its lines are: inside each panel for a few
+    entries; for many (36 arms inside would hide the data), one for the figure, beside the
+    panels in columns of at most 18, with the figure widened to hold it."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if len(entries) <= 6:
+        for ax in axes:
+            if ax.get_legend_handles_labels()[1]:
+                ax.legend(fontsize=8, **kwargs)
+        return
+    fig = axes[0].figure
+    columns = math.ceil(len(entries) / 18)
+    fig.legend(list(entries.values()), list(entries), fontsize=MIN_PT, ncol=columns,
+               loc="outside right upper", **kwargs)  # fmt: skip
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width + columns * (0.06 * max(map(len, entries)) + 0.6), height)
+
+
+def text_colour(rgba) -> str:
+    """Black or white, whichever reads on a cell of colour `rgba` (relative luminance as in
+    WCAG 2: black above 0.4, where it has the better contrast)."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
+    luminance = 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    return "black" if luminance > 0.179 else "white"
 
 
 def save_figure(fig: Figure, path: Path) -> Path:
     """Every figure of the report is laid out, written and closed alike (closed: a report
-    draws dozens, and pyplot keeps each open figure's memory)."""
-    fig.tight_layout()
+    draws dozens, and pyplot keeps each open figure's memory). Laid out so that no two tick
+    labels overlap: see `make_readable`."""
+    make_readable(fig)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
 
 
+def make_readable(fig: Figure, rounds: int = 6) -> None:
+    """Tick labels of at least `MIN_PT`, none over another: crowded x labels are turned
+    upright (one line each), and where labels still collide the figure grows until they fit,
+    so 36 arms get a wider figure rather than smaller text."""
+    for ax in fig.axes:
+        for axis, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
+            if any(t.get_fontsize() < MIN_PT for t in labels):
+                ax.tick_params(axis=axis, labelsize=MIN_PT)
+    for _ in range(rounds):
+        fig.canvas.draw()  # lays the figure out (constrained layout, `subplots`)
+        renderer = fig.canvas.get_renderer()
+        wide = tall = 1.0
+        for ax in fig.axes:
+            x_need = _crowding(tick_labels(ax.xaxis), renderer, 0)
+            if x_need > 1 and _upright(ax):
+                x_need = 1.0
+                wide = max(wide, 1.0001)  # lay out again with the labels turned
+            wide = max(wide, x_need)
+            tall = max(tall, _crowding(tick_labels(ax.yaxis), renderer, 1))
+        if wide == tall == 1.0:
+            return
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width * min(wide * 1.08, 3.0), height * min(tall * 1.08, 3.0))
+
+
+def tick_labels(axis) -> list[Text]:
+    """The tick labels an axis shows: matplotlib also keeps labels for ticks outside the view,
+    which are never drawn."""
+    low, high = sorted(axis.get_view_interval())
+    slack = (high - low) * 1e-9
+    pairs = zip(axis.get_majorticklocs(), axis.get_majorticklabels(), strict=False)
+    inside = [t for at, t in pairs if low - slack <= at <= high + slack]
+    return [t for t in inside if t.get_visible() and t.get_text().strip()]
+
+
+def _crowding(labels, renderer, axis: int) -> float:
+    """How much farther apart neighbouring labels must be to clear one another (1 = they do):
+    the largest ratio of the room two neighbours need to the room they have."""
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    spans = sorted((b.x0, b.x1) if axis == 0 else (b.y0, b.y1) for b in boxes)
+    need = 1.0
+    for (a0, a1), (b0, b1) in zip(spans, spans[1:], strict=False):
+        if b0 < a1 + 1:  # over one another, or closer than a pixel
+            need = max(need, (a1 - a0 + b1 - b0 + 4) / max(b0 + b1 - a0 - a1, 1e-3))
+    return need
+
+
+def _upright(ax) -> bool:
+    """Turn crowded horizontal x labels upright, one line each; False when they already are."""
+    labels = tick_labels(ax.xaxis)
+    if not labels or all(t.get_rotation() == 90 for t in labels):
+        return False
+    if isinstance(ax.xaxis.get_major_locator(), FixedLocator):  # named columns (arms)
+        one_line = [t.get_text().replace("\n", ", ") for t in ax.get_xticklabels()]
+        ax.set_xticks(ax.get_xticks(), one_line)
+    ax.tick_params(axis="x", labelrotation=90)
+    return True
+
+
 def lr_vs_f1(record: StudyRecord, path: Path) -> Path | None:
-    """Explore phase: final (or last, when pruned) dev F1 against the learning rate, one
-    colour per arm, one point per seed, a line through each sample's seed mean."""
+    """Explore phase: dev F1 against the learning rate, one colour per arm, one point per
+    seed; the line joins the seed means of completed trials only. A pruned trial's value is
+    from an earlier epoch than a final one, so it is a hollow marker, kept out of the line."""
     t = record.trials
     explore = t[(t.phase == EXPLORE) & t.status.isin(["completed", "pruned"])]
     if explore.empty or "lr" not in record.searched or "dev_f1" not in explore:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    colors, labels = _colors(list(record.arms)), arm_labels(record)
+    arms = list(record.arms)
+    fig, ax = subplots(figsize=(7.5, 4.5))
+    colors, markers, labels = arm_colors(arms), arm_markers(arms), arm_labels(record)
     for arm, rows in explore.groupby("arm", sort=False):
-        lr = rows.lr.astype(float)
-        done = rows.status == "completed"
-        ax.scatter(lr[done], rows.dev_f1[done], color=colors[arm], s=28, label=labels[arm])
-        ax.scatter(lr[~done], rows.dev_f1[~done], facecolors="none", edgecolors=colors[arm], s=28)
-        means = rows.assign(lr=lr).groupby("lr").dev_f1.agg(["mean", "min", "max"])
-        ax.plot(means.index, means["mean"], color=colors[arm], alpha=0.6)
+        rows = rows.assign(lr=rows.lr.astype(float))
+        done, pruned = rows[rows.status == "completed"], rows[rows.status != "completed"]
+        style = {"marker": markers[arm], "s": 28}
+        ax.scatter(done.lr, done.dev_f1, color=colors[arm], label=labels[arm], **style)
+        ax.scatter(pruned.lr, pruned.dev_f1, facecolors="none", edgecolors=colors[arm], **style)
+        means = done.groupby("lr").dev_f1.mean()
+        ax.plot(means.index, means.to_numpy(), color=colors[arm], alpha=0.6)
+    kinds = [plt.Line2D([], [], color="black", marker="o", ls="-", label="completed (line: mean)"),
+             plt.Line2D([], [], color="black", marker="o", mfc="none", ls="none",
+                        label="pruned: value at its last evaluation, not in the line")]  # fmt: skip
+    ax.add_artist(ax.legend(handles=kinds, fontsize=MIN_PT, loc="lower right"))
     ax.set_xscale("log")
     ax.set_xlabel("learning rate (log scale)")
     ax.set_ylabel(LABELS["dev_f1"])
-    ax.set_title(
-        f"{record.name}, explore: dev F1 vs learning rate per arm\n"
-        "filled = completed seed, hollow = pruned by ASHA (value at its last evaluation)",
-        fontsize=10,
-    )
+    ax.set_title(f"{record.name}, explore: dev F1 vs learning rate per arm", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, title="arm")
+    arm_legend([ax], title="arm")
     return save_figure(fig, path)
 
 
@@ -91,57 +206,75 @@ def learning_curves(curves: pd.DataFrame, record: StudyRecord, path: Path) -> Pa
     band; seeds are aligned by evaluation index."""
     if curves.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    colors, labels, name = _colors(list(record.arms)), arm_labels(record), record.name
+    arms = list(record.arms)
+    fig, ax = subplots(figsize=(7.5, 4.5))
+    colors, markers, labels, name = (
+        arm_colors(arms),
+        arm_markers(arms),
+        arm_labels(record),
+        record.name,
+    )
     for arm, rows in curves.groupby("arm", sort=False):
         by_eval = rows.groupby("evaluation").agg(
             step=("step", "mean"), mean=("dev_f1", "mean"), low=("dev_f1", "min"),
             high=("dev_f1", "max"), n=("seed", "nunique"),
         )  # fmt: skip
         n = int(by_eval.n.max())
-        ax.plot(by_eval.step, by_eval["mean"], marker="o", ms=3, color=colors[arm],
+        ax.plot(by_eval.step, by_eval["mean"], marker=markers[arm], ms=3, color=colors[arm],
                 label=f"{labels[arm]} (n={n} seeds)")  # fmt: skip
         ax.fill_between(by_eval.step, by_eval.low, by_eval.high, color=colors[arm], alpha=0.15)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel(LABELS["dev_f1"])
-    ax.set_title(f"{name}, confirm: dev-F1 learning curves (mean over seeds, band = min-max)",
+    ax.set_title(f"{name}, confirm: dev-F1 learning curves\n(mean over seeds, band = min-max)",
                  fontsize=10)  # fmt: skip
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    arm_legend([ax])
     return save_figure(fig, path)
 
 
 def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
     """Confirm phase: every seed's value per arm and metric as a box with the points over it;
-    grey lines join one seed across arms, since the comparisons are paired by seed."""
+    grey lines join one seed across arms, since the comparisons are paired by seed. The
+    median is black, a colour no arm has. Panels side by side for a few arms, stacked for
+    many (one arm per column of text)."""
     done = record.confirm_completed()
     metrics = [m for m in record.metrics if m in done and done[m].notna().any()]
     if done.empty or not metrics:
         return None
     arms = [a for a in record.arms if a in set(done.arm)]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 4.2), squeeze=False)
-    colors, labels = _colors(list(record.arms)), arm_labels(record)
-    for ax, metric in zip(axes[0], metrics, strict=True):
+    many = len(arms) > 6
+    if many:
+        shape, size = (len(metrics), 1), (max(7.0, 0.22 * len(arms) + 2), 2.4 * len(metrics))
+    else:
+        shape, size = (1, len(metrics)), (1.4 * len(arms) * len(metrics) + 2, 4.2)
+    fig, axes = subplots(*shape, figsize=size, squeeze=False, sharex=many)
+    colors, labels = arm_colors(list(record.arms)), arm_labels(record)
+    for ax, metric in zip(axes.flat, metrics, strict=True):
         table = done.pivot_table(index="seed", columns="arm", values=metric).reindex(columns=arms)
-        ax.boxplot([table[a].dropna() for a in arms], widths=0.5, showfliers=False)
+        ax.boxplot([table[a].dropna() for a in arms], widths=0.5, showfliers=False,
+                   medianprops={"color": "black", "lw": 1.5})  # fmt: skip
         for _, values in table.iterrows():
             ax.plot(range(1, len(arms) + 1), values.to_numpy(), color="grey", alpha=0.4, lw=0.8)
         for i, arm in enumerate(arms, start=1):
             ax.scatter(np.full(len(table), i), table[arm], color=colors[arm], s=18, zorder=3)
-        ax.set_xticks(range(1, len(arms) + 1), [_wrap(labels[a]) for a in arms], fontsize=7)
-        ax.set_title(SHORT.get(metric, metric), fontsize=9)
+        names = [labels[a] if many else _wrap(labels[a]) for a in arms]
+        ax.set_xticks(range(1, len(arms) + 1), names, fontsize=MIN_PT, rotation=90 if many else 0)
+        if many:
+            ax.set_ylabel(SHORT.get(metric, metric), fontsize=9)
+        else:
+            ax.set_title(SHORT.get(metric, metric), fontsize=9)
         ax.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"{record.name}, confirm: per-seed values by arm (lines join one seed)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle(f"{record.name}, confirm: per-seed values by arm\n(grey lines join one seed, "
+                 "black bar = median, box = quartiles)", fontsize=10)  # fmt: skip
     return save_figure(fig, path)
 
 
-def _annotate(ax, image, values: np.ndarray) -> None:
-    """Cell values in black on light cells and white on dark ones."""
+def _annotate(ax, image, values: np.ndarray, digits: str = ".3g") -> None:
+    """Cell values in the colour that reads on the cell (`text_colour`)."""
     for (i, j), value in np.ndenumerate(values):
-        light = image.norm(value) > 0.6 if np.isfinite(value) else False
-        ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=7,
-                color="black" if light else "white")  # fmt: skip
+        if np.isfinite(value):
+            ax.text(j, i, f"{value:{digits}}", ha="center", va="center", fontsize=MIN_PT,
+                    color=text_colour(image.cmap(image.norm(value))))  # fmt: skip
 
 
 def _wrap(arm: str) -> str:
@@ -150,39 +283,52 @@ def _wrap(arm: str) -> str:
 
 def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
     """Mean confirm metric over two grid factors (e.g. reinit k x data fraction), when the
-    grid has two factors with several values each."""
+    grid has two factors with several values each. The baseline's cells are outlined in
+    black and its tick says so; each number is black or white to read on its cell."""
     grid = {k: v for k, v in record.grid.items() if len(v) > 1}
     done = record.confirm_completed()
     if len(grid) != 2 or done.empty or metric not in done:
         return None
     rows, cols = list(grid)
+    baseline = json.loads(record.tags.get("compare_baseline") or "{}")
+    marked = {k: factor_text(k, v) for k, v in baseline.items() if k in grid}
     if INTERMEDIATE in grid:  # lists of stages, by their names (a list is no pivot key)
         grid[INTERMEDIATE] = [factor_text(INTERMEDIATE, v) for v in grid[INTERMEDIATE]]
         done = done.assign(**{INTERMEDIATE: done[INTERMEDIATE].map(stage_label)})
     table = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="mean")
     table = table.reindex(index=grid[rows], columns=grid[cols])
     counts = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="count")
-    counts = counts.reindex(index=grid[rows], columns=grid[cols])
-    fig, ax = plt.subplots(figsize=(1.6 * len(grid[cols]) + 3, 0.6 * len(grid[rows]) + 2.5))
-    image = ax.imshow(table.to_numpy(float), cmap="viridis", aspect="auto")
-    for (i, j), value in np.ndenumerate(table.to_numpy(float)):
-        n = counts.to_numpy()[i, j]
-        text = "n/a" if np.isnan(value) else f"{value:.3f}\n(n={int(n)})"
-        ax.text(j, i, text, ha="center", va="center", color="white", fontsize=8)
-    ax.set_xticks(range(len(grid[cols])), [str(v) for v in grid[cols]])
-    ax.set_yticks(range(len(grid[rows])), [str(v) for v in grid[rows]])
+    counts = counts.reindex(index=grid[rows], columns=grid[cols]).to_numpy()
+    values = table.to_numpy(float)
+    fig, ax = subplots(figsize=(1.2 * len(grid[cols]) + 3, 0.5 * len(grid[rows]) + 2.2))
+    image = ax.imshow(values, cmap="viridis", aspect="auto")
+    for (i, j), value in np.ndenumerate(values):
+        text = "n/a" if np.isnan(value) else f"{value:.3f}\n(n={int(counts[i, j])})"
+        colour = "black" if np.isnan(value) else text_colour(image.cmap(image.norm(value)))
+        ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=MIN_PT)
+    for (i, j), _ in np.ndenumerate(values):
+        at = {rows: str(grid[rows][i]), cols: str(grid[cols][j])}
+        if marked and all(at[k] == str(v) for k, v in marked.items()):
+            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="black", lw=2.5))
+    ax.set_xticks(range(len(grid[cols])), [_baseline_tick(cols, v, marked) for v in grid[cols]])
+    ax.set_yticks(range(len(grid[rows])), [_baseline_tick(rows, v, marked) for v in grid[rows]])
     ax.set_xlabel(cols)
     ax.set_ylabel(rows)
     fig.colorbar(image, ax=ax, label=f"mean {LABELS.get(metric, metric)}")
-    ax.set_title(f"{record.name}, confirm: mean {metric} over seeds", fontsize=10)
+    outlined = "; black outline = the baseline" if marked else ""
+    ax.set_title(f"{record.name}, confirm: mean {metric} over seeds{outlined}", fontsize=10)
     return save_figure(fig, path)
 
 
-DYNAMICS = {
-    "l2_sum": "weight L2 distance from pretrained (sum of Q, K, V, out, FFN)",
-    "attn_js": "attention JS divergence from pretrained (nats)",
-    "cka": "linear CKA with pretrained hidden states (1 = same)",
-    "svcca": "SVCCA distance from pretrained hidden states (0 = same)",
+def _baseline_tick(factor: str, value, marked: dict[str, str]) -> str:
+    return f"{value} (baseline)" if marked.get(factor) == str(value) else str(value)
+
+
+DYNAMICS = {  # panel titles, two short lines: four panels share the figure's width
+    "l2_sum": "weight L2 distance from pretrained\n(sum of Q, K, V, out, FFN)",
+    "attn_js": "attention JS divergence\nfrom pretrained (nats)",
+    "cka": "linear CKA with pretrained\nhidden states (1 = same)",
+    "svcca": "SVCCA distance from pretrained\nhidden states (0 = same)",
 }
 
 
@@ -200,30 +346,56 @@ def dynamics_measures(measured: set[str]) -> list[str]:
     return known + sorted(m for m in other if not (_WEIGHT_PART.match(m) or _AFTER_STAGE.match(m)))
 
 
+SIMILARITIES = ("cka",)  # higher = more alike; every other measure is a distance
+LOG_SCALED = ("l2_sum",)  # re-drawn blocks move ~100x more than fine-tuned ones
+LOG_RANGE = 1e4  # a log scale spans at most this factor; smaller values (0 too) at its end
+
+
 def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
     """Layer x arm heatmaps of how far each layer moved, mean over seeds, one panel per
-    measure. CKA/SVCCA rows are hidden states (0 = embeddings), the others blocks."""
+    measure (stacked for many arms). CKA/SVCCA rows are hidden states (0 = embeddings), the
+    others blocks. Bright =
+    unchanged in every panel, as bright = alike in the layers_* figures; the weight distance
+    is on a log scale, so that re-drawn blocks do not leave every other cell black."""
     shown = dynamics_measures(set(table.metric)) if not table.empty else []
     if not shown:
         return None
     labels = arm_labels(record)
     arms = [a for a in record.arms if a in set(table.arm)]
-    width = 0.9 * len(arms) + 1.8 if len(arms) <= 12 else 0.3 * len(arms) + 2.5
-    fig, axes = plt.subplots(1, len(shown), figsize=(width * len(shown), 4.8), squeeze=False)
-    for ax, metric in zip(axes[0], shown, strict=True):
+    few = len(arms) <= 12
+    if few:  # panels side by side, numbers in the cells
+        shape, size = (1, len(shown)), ((0.9 * len(arms) + 2.2) * len(shown), 5.2)
+    else:  # stacked, one arm per column of text under the lowest
+        shape, size = (len(shown), 1), (0.16 * len(arms) + 3.2, 2.6 * len(shown) + 2.5)
+    fig, axes = subplots(*shape, figsize=size, squeeze=False, sharex=not few)
+    for ax, metric in zip(axes.flat, shown, strict=True):
         part = table[table.metric == metric]
         grid = part.pivot_table(index="layer", columns="arm", values="value", aggfunc="mean")
-        grid = grid.reindex(columns=arms)
-        image = ax.imshow(grid.to_numpy(float), cmap="magma", aspect="auto", origin="lower")
-        if len(arms) <= 12:
-            _annotate(ax, image, grid.to_numpy(float))
-        ax.set_xticks(range(len(arms)), [_wrap(labels[a]) for a in arms], fontsize=6,
-                      rotation=90 if len(arms) > 12 else 0)  # fmt: skip
+        values = grid.reindex(columns=arms).to_numpy(float)
+        cmap = "viridis" if metric in SIMILARITIES else "viridis_r"
+        norm = _log_norm(values) if metric in LOG_SCALED else None
+        image = ax.imshow(values, cmap=cmap, norm=norm, aspect="auto", origin="lower")
+        if few:
+            _annotate(ax, image, values)
+        names = [_wrap(labels[a]) if few else labels[a] for a in arms]
+        ax.set_xticks(range(len(arms)), names, fontsize=MIN_PT, rotation=0 if few else 90)
         ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
         hidden = metric in HIDDEN_STATE_MEASURES
         ax.set_ylabel("hidden state (0 = embeddings)" if hidden else "block")
         ax.set_title(DYNAMICS.get(metric, metric), fontsize=8)
-        fig.colorbar(image, ax=ax, fraction=0.05)
-    fig.suptitle(f"{record.name}, confirm: how far each layer moved (mean over seeds)",
-                 fontsize=10)  # fmt: skip
+        scale = ", log scale" if norm is not None else ""
+        fig.colorbar(image, ax=ax, fraction=0.05, label=f"bright = unchanged{scale}")
+    fig.suptitle(f"{record.name}, confirm: how far each layer moved (mean over seeds; "
+                 "bright = unchanged)", fontsize=10)  # fmt: skip
     return save_figure(fig, path)
+
+
+def _log_norm(values: np.ndarray) -> LogNorm | None:
+    """A log scale over the positive values, spanning at most `LOG_RANGE`; values below it
+    (a block that did not move at all: 0) are drawn at its bright end. None when no value
+    is positive."""
+    positive = values[np.isfinite(values) & (values > 0)]
+    if positive.size == 0:
+        return None
+    high = float(positive.max())
+    return LogNorm(vmin=max(float(positive.min()), high / LOG_RANGE), vmax=high, clip=True)

@@ -12,12 +12,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 from scipy.special import gammaln  # noqa: E402
 
-from study.report.plots import save_figure  # noqa: E402
+from study.report.plots import arm_colors, arm_legend, arm_markers, save_figure, subplots  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import frame_table  # noqa: E402
 from study.tracking.reading import StudyRecord  # noqa: E402
@@ -67,17 +67,22 @@ def _mean_hours(part: pd.DataFrame) -> float:
 
 
 def plot_expected_max(table: pd.DataFrame, path: Path) -> Path | None:
-    """Two panels, one line per arm: against runs and against trial-hours."""
+    """Two panels, one line per arm: against runs (whole numbers: an axis of run counts has
+    no 1.5) and against trial-hours."""
     if table.empty:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    arms = list(dict.fromkeys(table.arm))
+    fig, axes = subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    colors, markers = arm_colors(arms), arm_markers(arms)
     for arm, part in table.groupby("arm", sort=False):
-        axes[0].plot(part.n_trials, part.expected_best_dev_f1, marker="o", label=arm)
+        style = {"marker": markers[arm], "color": colors[arm], "label": arm}
+        axes[0].plot(part.n_trials, part.expected_best_dev_f1, **style)
         if part.trial_hours.notna().all():
-            axes[1].plot(part.trial_hours, part.expected_best_dev_f1, marker="o", label=arm)
+            axes[1].plot(part.trial_hours, part.expected_best_dev_f1, **style)
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].set(xlabel="confirm runs (seeds)", ylabel="expected best dev F1")
     axes[1].set(xlabel="trial-hours")
-    axes[0].legend(fontsize=7)
+    arm_legend([axes[0]])
     fig.suptitle("Expected best dev F1 for a budget (unbiased estimator)", fontsize=10)
     return save_figure(fig, path)
 

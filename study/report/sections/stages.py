@@ -15,10 +15,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from study.report.plots import save_figure  # noqa: E402
+from study.report.plots import arm_colors, arm_legend, arm_markers, save_figure, subplots  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import frame_table, num, stage_sequence  # noqa: E402
 from study.tracking.reading import (  # noqa: E402
@@ -121,19 +120,22 @@ def plot_stage_curves(curves: pd.DataFrame, path: Path) -> Path | None:
         return None
     panels = sorted({(p, s) for p, s in zip(curves.position, curves.stage, strict=True)
                      if s != TARGET}) + [(None, TARGET)]  # fmt: skip
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    fig, axes = subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    arms = list(dict.fromkeys(curves.arm))
+    colors, markers = arm_colors(arms), arm_markers(arms)
     for ax, (position, stage) in zip(axes[0], panels, strict=True):
         part = curves[curves.stage == stage]
         part = part if position is None else part[part.position == position]
         for arm, rows in part.groupby("arm", sort=False):
             mean = rows.groupby("evaluation").agg(step=("step", "mean"), f1=("dev_f1", "mean"))
-            ax.plot(mean.step, mean.f1, marker="o", ms=3, label=f"{arm} (n={rows.seed.nunique()})")
+            ax.plot(mean.step, mean.f1, marker=markers[arm], ms=3, color=colors[arm],
+                    label=f"{arm} (n={rows.seed.nunique()})")  # fmt: skip
         where = "the target" if stage == TARGET else f"stage {position}: {stage}"
         ax.set_title(f"{where} (its own dev set)", fontsize=9)
         ax.set_xlabel("optimizer step of the stage")
         ax.set_ylabel("dev F1 (conlleval)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+    arm_legend(list(axes[0]))
     fig.suptitle("Confirm phase: dev-F1 learning curve of each stage, mean over seeds",
                  fontsize=10)  # fmt: skip
     return save_figure(fig, path)
@@ -141,23 +143,28 @@ def plot_stage_curves(curves: pd.DataFrame, path: Path) -> Path | None:
 
 def plot_stage_dynamics(moved: pd.DataFrame, path: Path) -> Path | None:
     """Per measure, a line per (arm, stage end): each layer's distance from the pretrained
-    encoder; dashed after an intermediate stage, solid after the target."""
+    encoder; dashed after an intermediate stage, solid after the target (the legend names the
+    arms only: the stages each arm ran are in the section's text)."""
     if moved.empty:
         return None
-    fig, axes = plt.subplots(1, len(MEASURES), figsize=(5.2 * len(MEASURES), 3.8), squeeze=False)
+    fig, axes = subplots(1, len(MEASURES), figsize=(5.2 * len(MEASURES), 3.8), squeeze=False)
+    arms = list(dict.fromkeys(moved.arm))
+    colors, markers = arm_colors(arms), arm_markers(arms)
     titles = {"l2_sum": "weight L2 distance from pretrained, per block",
               "cka": "CKA with pretrained hidden states (1 = same), per state"}  # fmt: skip
     for ax, measure in zip(axes[0], MEASURES, strict=True):
         part = moved[moved.measure == measure]
         for (arm, stage), rows in part.groupby(["arm", "stage"], sort=False):
             style = "-" if stage == TARGET else "--"
-            ax.plot(rows.layer, rows.value, style, marker="o", ms=3, label=f"{arm}: after {stage}")
+            ax.plot(rows.layer, rows.value, style, marker=markers[arm], ms=3, color=colors[arm],
+                    label=arm if stage == TARGET else None)  # fmt: skip
         ax.set_title(titles[measure], fontsize=9)
         ax.set_xlabel("block" if measure == "l2_sum" else "hidden state (0 = embeddings)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+    arm_legend(list(axes[0]))
     fig.suptitle("Confirm phase: how far each layer moved by the end of each stage (mean over "
-                 "seeds)", fontsize=10)  # fmt: skip
+                 "seeds)\ncolour = arm; dashed = after its intermediate stage, solid = after the "
+                 "target", fontsize=10)  # fmt: skip
     return save_figure(fig, path)
 
 

@@ -1,0 +1,302 @@
+"""Every figure of the report, drawn at 2 arms and at 36 from hand-built tables, read back with
+matplotlib's renderer: no two texts (tick labels, axis labels, titles, legend entries) over
+one another, all inside the figure, and no tick label under the minimum size. The numbers are
+synthetic; only the number of arms and the length of their names matter."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.colors import LogNorm
+
+from study.report import layer_pairs, plots
+from study.report.section import _no_figures, all_sections
+from study.report.sections import expected_max, stages
+from study.tracking.reading import StudyRecord
+
+LAYERS = 7  # hidden states 0..6, blocks 0..5
+SEEDS = (0, 1, 2)
+GRIDS = {  # 2 arms, and ner_reinit's factors at 36 arms
+    2: {"reinit_from": [4, 6], "data_fraction": [0.5]},
+    36: {"reinit_from": list(range(12)), "data_fraction": [0.01, 0.1, 0.5]},
+}
+# sections whose figures are drawn below; a new figure must join them
+COVERED = {"expected_max", "stages", "layers_seeds", "layers_arms", "layers_data"}
+
+
+def synthetic_record(arms_wanted: int) -> StudyRecord:
+    grid = GRIDS[arms_wanted]
+    combos = [dict(zip(grid, v, strict=True)) for v in itertools.product(*grid.values())]
+    arms = {",".join(f"{k}={v}" for k, v in factors.items()): factors for factors in combos}
+    rng = np.random.default_rng(arms_wanted)
+    rows = []
+    for index, (arm, factors) in enumerate(arms.items()):
+        for sample, lr in enumerate((1e-5, 3e-5, 1e-4)):
+            for seed in SEEDS:
+                status = "pruned" if seed == 2 and sample == 0 else "completed"
+                rows.append({"phase": "explore", "sample": sample, "lr": lr, "seed": seed,
+                             "status": status, "arm": arm, "arm_index": index,
+                             **factors})  # fmt: skip
+        for seed in SEEDS:
+            rows.append({"phase": "confirm", "sample": 0, "lr": 3e-5, "seed": seed,
+                         "status": "completed", "arm": arm, "arm_index": index,
+                         "fingerprint_bytes": 1e6, **factors})  # fmt: skip
+    trials = pd.DataFrame(rows)
+    trials["run_id"] = [f"run{i}" for i in range(len(trials))]
+    for metric in ("dev_f1", "test_f1", "curve_area"):
+        trials[metric] = rng.uniform(0.3, 0.9, len(trials))
+    trials["steps_to_95"] = rng.uniform(100, 900, len(trials))
+    trials["duration_s"] = rng.uniform(600, 1200, len(trials))
+    plan = {"search": {"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-4}},
+            "metric": {"name": "dev_f1", "mode": "max"}}  # fmt: skip
+    tags = {"compare_baseline": json.dumps({"reinit_from": 6})}
+    return StudyRecord("ner_reinit", "study", "sqlite://", tags, plan, arms, {}, trials)
+
+
+def learning_curves(record: StudyRecord) -> pd.DataFrame:
+    rng = np.random.default_rng(1)
+    rows = [(arm, seed, 50 * (e + 1), e, rng.uniform(0.2, 0.9))
+            for arm in record.arms for seed in SEEDS for e in range(6)]  # fmt: skip
+    return pd.DataFrame(rows, columns=["arm", "seed", "step", "evaluation", "dev_f1"])
+
+
+def layer_dynamics(record: StudyRecord) -> pd.DataFrame:
+    """Re-drawn blocks (below reinit_from) move ~100x more than fine-tuned ones, as measured."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for arm, factors in record.arms.items():
+        for seed, layer in itertools.product(SEEDS, range(LAYERS)):
+            redrawn = layer >= factors["reinit_from"]
+            rows += [(arm, seed, "l2_sum", layer, rng.uniform(150, 200) if redrawn else
+                      rng.uniform(0.5, 3)), (arm, seed, "attn_js", layer, rng.uniform(0, 0.3)),
+                     (arm, seed, "cka", layer, rng.uniform(0.2, 1)),
+                     (arm, seed, "svcca", layer, rng.uniform(0, 0.8))]  # fmt: skip
+    return pd.DataFrame(rows, columns=["arm", "seed", "metric", "layer", "value"])
+
+
+def stage_tables(record: StudyRecord) -> dict[str, pd.DataFrame]:
+    rng = np.random.default_rng(3)
+    curves, moved = [], []
+    for arm in record.arms:
+        for position, stage in enumerate(("spans", stages.TARGET)):
+            curves += [(arm, seed, stage, position, 40 * e, e, rng.uniform(0.2, 0.9))
+                       for seed in SEEDS for e in range(5)]  # fmt: skip
+            moved += [(arm, stage, position, measure, layer, rng.uniform(0, 5), 3)
+                      for measure in stages.MEASURES for layer in range(LAYERS)]  # fmt: skip
+    return {
+        stages.CURVES: pd.DataFrame(curves, columns=["arm", "seed", "stage", "position", "step",
+                                                      "evaluation", "dev_f1"]),
+        stages.MOVED: pd.DataFrame(moved, columns=["arm", "stage", "position", "measure",
+                                                   "layer", "value", "n"]),
+    }  # fmt: skip
+
+
+def layer_table(record: StudyRecord) -> pd.DataFrame:
+    """A value per planned pair, measure and layer: what the fingerprints would give."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for pair in layer_pairs.planned(record):
+        for measure in ("cka", "svcca", "attn_js"):
+            rows += [(pair.kind, pair.arm_a, pair.arm_b, pair.factor, pair.unit_a, pair.unit_b,
+                      measure, layer, rng.uniform(0, 1))
+                     for layer in range(LAYERS - (measure == "attn_js"))]  # fmt: skip
+    return pd.DataFrame(rows, columns=layer_pairs.COLUMNS)
+
+
+def draw_all(record: StudyRecord, folder: Path) -> dict[str, Path | None]:
+    """Every figure the report makes, by its own functions, on the synthetic tables."""
+    drawn = {
+        "lr_vs_f1": plots.lr_vs_f1(record, folder / "lr_vs_f1.png"),
+        "learning_curves": plots.learning_curves(
+            learning_curves(record), record, folder / "learning_curves.png"
+        ),
+        "seeds": plots.seed_distributions(record, folder / "seeds.png"),
+        "heatmap": plots.factor_heatmap(record, "test_f1", folder / "heatmap.png"),
+        "dynamics": plots.dynamics_heatmaps(
+            layer_dynamics(record), record, folder / "dynamics.png"
+        ),  # fmt: skip
+        "expected_max": expected_max.plot_expected_max(
+            expected_max.expected_max_table(record), folder / "expected_max.png"
+        ),
+    }
+    drawn.update(stages.SECTION.figures(stage_tables(record), folder))
+    for section in all_sections():
+        if section.name.startswith("layers_"):
+            drawn.update(section.figures(section.tables(record), folder))
+    return drawn
+
+
+def texts(fig) -> list:
+    """The figure's words that must stand clear of one another (not the numbers in cells)."""
+    out = [fig._suptitle] if fig._suptitle is not None else []
+    legends = {id(legend): legend for legend in fig.legends}
+    for ax in fig.axes:
+        out += [*plots.tick_labels(ax.xaxis), *plots.tick_labels(ax.yaxis), ax.xaxis.label,
+                ax.yaxis.label, ax.title, ax._left_title, ax._right_title]  # fmt: skip
+        for legend in [ax.get_legend(), *(a for a in ax.artists if hasattr(a, "get_texts"))]:
+            if legend is not None:
+                legends[id(legend)] = legend
+    for legend in legends.values():
+        out += [*legend.get_texts(), legend.get_title()]
+    return [t for t in out if t.get_visible() and t.get_text().strip()]
+
+
+def problems(fig) -> list[str]:
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    shown = texts(fig)
+    boxes = [t.get_window_extent(renderer) for t in shown]
+    page = fig.bbox
+    out = [f"{t.get_text()!r} is outside the figure" for t, b in zip(shown, boxes, strict=True)
+           if b.x0 < page.x0 - 1 or b.y0 < page.y0 - 1 or b.x1 > page.x1 + 1
+           or b.y1 > page.y1 + 1]  # fmt: skip
+    corners = np.array([b.extents for b in boxes]).reshape(-1, 4)  # x0, y0, x1, y1
+    x0, y0, x1, y1 = (corners[:, [i]] for i in range(4))
+    # two boxes overlap by more than half a pixel both ways (vectorised: a figure has ~1,000)
+    clash = (np.minimum(x1, x1.T) - np.maximum(x0, x0.T) > 0.5) & (
+        np.minimum(y1, y1.T) - np.maximum(y0, y0.T) > 0.5
+    )
+    for i, j in zip(*np.nonzero(np.triu(clash, 1)), strict=True):
+        out.append(f"{shown[i].get_text()!r} overlaps {shown[j].get_text()!r}")
+    for ax in fig.axes:
+        labels = [*plots.tick_labels(ax.xaxis), *plots.tick_labels(ax.yaxis)]
+        out += [f"tick label {t.get_text()!r} is {t.get_fontsize()} pt" for t in labels
+                if t.get_fontsize() < plots.MIN_PT]  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def kept_figures(monkeypatch):
+    """The figures `save_figure` closes, kept open to be measured (closed at the end)."""
+    kept, close = {}, plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: kept.setdefault(id(fig), fig))
+    monkeypatch.setattr(layer_pairs, "layer_table", layer_table)
+    yield kept
+    for fig in kept.values():
+        close(fig)
+
+
+@pytest.mark.parametrize("arms", [2, 36])
+def test_every_figure_is_readable(tmp_path, kept_figures, arms):
+    record = synthetic_record(arms)
+    assert len(record.arms) == arms
+    drawn = draw_all(record, tmp_path)
+    expected = {"lr_vs_f1", "learning_curves", "seeds", "dynamics", "expected_max",
+                "stage_curves", "stage_dynamics", "layers_seeds", "layers_arms"}  # fmt: skip
+    if arms == 36:  # two factors of several values; at 2 arms only reinit_from varies
+        expected |= {"heatmap", "layers_data"}
+    assert {name for name, path in drawn.items() if path} >= expected
+    assert len(kept_figures) == len([p for p in drawn.values() if p])
+    found = {}
+    for fig in kept_figures.values():
+        found.update({fig.get_suptitle() or id(fig): problems(fig)})
+    assert not {title: bad for title, bad in found.items() if bad}
+
+
+def test_every_figure_of_the_report_is_drawn_here():
+    """A section that draws a figure this test does not draw fails here, not in a reader's
+    report."""
+    drawing = {s.name for s in all_sections() if s.figures is not _no_figures}
+    assert drawing <= COVERED
+
+
+def test_dynamics_are_bright_where_unchanged_and_the_weight_distance_is_log_scaled(
+    tmp_path, kept_figures
+):
+    record = synthetic_record(36)
+    plots.dynamics_heatmaps(layer_dynamics(record), record, tmp_path / "d.png")
+    (fig,) = kept_figures.values()
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.images}
+    l2 = next(ax for title, ax in panels.items() if title.startswith("weight L2"))
+    image = l2.images[0]
+    assert isinstance(image.norm, LogNorm)
+    values = np.asarray(image.get_array(), float)
+    moved = values[values < 10]  # blocks that were fine-tuned, not re-drawn
+    # the fine-tuned blocks spread over the colours rather than sharing one end of the scale
+    assert np.ptp(image.norm(moved)) > 0.2
+    for ax in panels.values():
+        cmap = ax.images[0].cmap.name
+        assert cmap == ("viridis" if ax.get_title().startswith("linear CKA") else "viridis_r")
+    assert all("bright = unchanged" in ax.get_ylabel() for ax in fig.axes if not ax.images)
+
+
+def test_heatmap_marks_the_baseline_and_picks_a_readable_number_colour(tmp_path, kept_figures):
+    record = synthetic_record(36)
+    plots.factor_heatmap(record, "test_f1", tmp_path / "h.png")
+    (fig,) = kept_figures.values()
+    ax = fig.axes[0]
+    assert "6 (baseline)" in [t.get_text() for t in ax.get_yticklabels()]
+    assert len(ax.patches) == len(GRIDS[36]["data_fraction"])  # the baseline row's cells
+    image = ax.images[0]
+    colours = set()
+    for text in ax.texts:
+        j, i = (round(c) for c in text.get_position())
+        cell = luminance(image.cmap(image.norm(image.get_array()[i, j])))
+        chosen, other = (0.0, 1.0) if text.get_color() == "black" else (1.0, 0.0)
+        assert contrast(chosen, cell) >= contrast(other, cell)
+        colours.add(text.get_color())
+    assert colours == {"black", "white"}  # the synthetic values span light and dark cells
+
+
+def luminance(rgba) -> float:
+    """WCAG 2 relative luminance of an sRGB colour."""
+    r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: float, b: float) -> float:
+    return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
+def test_expected_max_counts_runs_in_whole_numbers(tmp_path, kept_figures):
+    record = synthetic_record(2)
+    expected_max.plot_expected_max(expected_max.expected_max_table(record), tmp_path / "e.png")
+    (fig,) = kept_figures.values()
+    ticks = fig.axes[0].get_xticks()
+    shown = ticks[(ticks >= 1) & (ticks <= len(SEEDS))]
+    assert len(shown) >= 2 and np.all(shown == np.round(shown))
+
+
+def test_pruned_trials_stay_out_of_the_lines_of_lr_vs_f1(tmp_path, kept_figures):
+    record = synthetic_record(2)
+    plots.lr_vs_f1(record, tmp_path / "l.png")
+    (fig,) = kept_figures.values()
+    ax = fig.axes[0]
+    t = record.trials
+    done = t[(t.phase == "explore") & (t.status == "completed")]
+    arm = next(iter(record.arms))
+    means = done[done.arm == arm].groupby("lr").dev_f1.mean()
+    line = ax.get_lines()[0]
+    assert np.allclose(line.get_ydata(), means.to_numpy())
+    legends = [a for a in ax.artists if hasattr(a, "get_texts")] + [ax.get_legend()]
+    words = " ".join(t.get_text() for legend in legends for t in legend.get_texts())
+    assert "pruned" in words and "not in the line" in words
+
+
+def test_the_median_of_seeds_has_a_colour_no_arm_has(tmp_path, kept_figures):
+    record = synthetic_record(36)
+    plots.seed_distributions(record, tmp_path / "s.png")
+    (fig,) = kept_figures.values()
+    arm_colours = {tuple(np.round(c[:3], 3)) for c in plots.arm_colors(list(record.arms)).values()}
+    medians = [line for line in fig.axes[0].get_lines() if line.get_color() == "black"]
+    assert medians and (0.0, 0.0, 0.0) not in arm_colours
+
+
+def test_a_crowded_figure_grows_until_its_labels_clear(tmp_path, kept_figures):
+    """36 wrapped arm names under a 3-inch axis and 60 rows beside a 2-inch one: the names are
+    turned upright on one line and the figure grows, rather than the text shrinking."""
+    names = list(plots.arm_labels(synthetic_record(36)).values())
+    fig, ax = plots.subplots(figsize=(3, 2))
+    ax.set_xticks(range(36), [name.replace(", ", "\n") for name in names], fontsize=5)
+    ax.set_yticks(range(60), [str(i) for i in range(60)])
+    plots.save_figure(fig, tmp_path / "crowded.png")
+    assert problems(fig) == []
+    assert [t.get_text() for t in ax.get_xticklabels()] == names
+    width, height = fig.get_size_inches()
+    assert width > 3 and height > 2

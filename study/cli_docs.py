@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from trainables.settings import write_or_check
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 
 HEADER = """# Command line
@@ -51,16 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m study.cli_docs", description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/cli.md differs")
     args = parser.parse_args(argv)
-    text = cli_markdown()
-    if args.check:
-        current = DOC.read_text(encoding="utf-8") if DOC.is_file() else ""
-        if current != text:
-            print(f"{DOC} is not current: run python -m study.cli_docs", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(text, encoding="utf-8")
-    print(f"wrote {DOC}")
-    return 0
+    return write_or_check(DOC, cli_markdown(), "python -m study.cli_docs", args.check)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from trainables.settings.command_line import (
     add_set_option,
     exit_codes,
     trial_parser,
+    write_or_check,
 )
 from trainables.settings.config import (
     FIXED_ONLY,
@@ -99,6 +100,7 @@ __all__ = [
     "exit_codes",
     "parse_budget",
     "trial_parser",
+    "write_or_check",
     "AUTO",
     "BF16",
     "CORPUS_KINDS",

@@ -6,6 +6,8 @@ everywhere (repeatable, one KEY=VALUE each)."""
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import NoReturn
 
 EXIT_BAD_INPUT = 2  # a flag, a file or a server is wrong: one line says which and why
@@ -77,3 +79,17 @@ def trial_parser() -> OneLineParser:
         "--metrics-out", metavar="FILE", help="append every evaluation's metrics as JSON lines"
     )
     return parser
+
+
+def write_or_check(page: Path, text: str, command: str, check: bool) -> int:
+    """A generated docs page: written, or with `check` compared (exit 1 when it is stale), so
+    every generator and its test agree on what "current" means."""
+    if check:
+        current = page.read_text(encoding="utf-8") if page.is_file() else ""
+        if current != text:
+            print(f"{page} is not current: run {command}", file=sys.stderr)
+            return 1
+        return 0
+    page.write_text(text, encoding="utf-8")
+    print(f"wrote {page}")
+    return 0

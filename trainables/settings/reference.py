@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from trainables.settings.command_line import write_or_check
 from trainables.settings.config import (
     FIXED_ONLY,
     HELP_LINES,
@@ -81,16 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true", help="exit 1 if the page differs")
     args = parser.parse_args(argv)
-    text = reference_markdown()
-    if args.check:
-        current = DOC.read_text(encoding="utf-8") if DOC.is_file() else ""
-        if current != text:
-            print(f"{DOC} is not current: run python -m trainables.settings.reference")
-            return 1
-        return 0
-    DOC.write_text(text, encoding="utf-8")
-    print(f"wrote {DOC}")
-    return 0
+    command = "python -m trainables.settings.reference"
+    return write_or_check(DOC, reference_markdown(), command, args.check)
 
 
 if __name__ == "__main__":

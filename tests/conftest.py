@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -51,6 +52,17 @@ def other_domain(sentences: list[list[tuple[str, str]]]) -> list[list[tuple[str,
 def write_conll(path: Path, sentences: list[list[tuple[str, str]]]) -> Path:
     path.write_text("\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Whatever a test's in-process code writes into os.environ (Ray's output-engine switch,
+    a library's tracking URI) is undone before the next test, whose subprocesses would
+    otherwise inherit it."""
+    before = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(before)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +35,7 @@ from study.names import (
 from trainables.settings import INTERMEDIATE, INTERMEDIATE_STEPS, UserInputError, stage_name
 
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
+_URI_ENV = "MLFLOW_TRACKING_URI"  # what mlflow.set_tracking_uri also writes into os.environ
 BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
 # What a trial reports about its budget at its end (metrics), and the driver's verdict on
 # whether it had stopped improving (a tag): columns of every trials.csv, empty where a study
@@ -165,17 +169,36 @@ def find_study_run(client: MlflowClient, study: str, run_id: str | None) -> tupl
     raise UserInputError(f"experiment {study!r} has no study run yet")
 
 
+@contextmanager
+def _process_tracking_uri(uri: str) -> Iterator[None]:
+    """`mlflow.search_runs` reads the process-wide tracking URI, and setting that URI also
+    writes MLFLOW_TRACKING_URI into os.environ, where every later subprocess of the caller (a
+    study started from the same Python session, a test) would inherit it: set it for the call
+    only, then put back what was there."""
+    env_before = os.environ.get(_URI_ENV)
+    uri_before = mlflow.get_tracking_uri() if mlflow.tracking.is_tracking_uri_set() else None
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(uri_before)
+        if env_before is None:
+            os.environ.pop(_URI_ENV, None)
+        else:
+            os.environ[_URI_ENV] = env_before
+
+
 def load_study_record(tracking_uri: str, study: str, run_id: str | None = None) -> StudyRecord:
     client = MlflowClient(tracking_uri)
     experiment_id, run = find_study_run(client, study, run_id)
     study_run = run.info.run_id
-    mlflow.set_tracking_uri(tracking_uri)
-    frame = mlflow.search_runs(
-        [experiment_id],
-        filter_string=f"tags.{STUDY_RUN_ID} = '{study_run}'",
-        max_results=50_000,
-        output_format="pandas",
-    )
+    with _process_tracking_uri(tracking_uri):
+        frame = mlflow.search_runs(
+            [experiment_id],
+            filter_string=f"tags.{STUDY_RUN_ID} = '{study_run}'",
+            max_results=50_000,
+            output_format="pandas",
+        )
     if frame.empty:
         raise UserInputError(f"study run {study_run} of {study} has no arm or trial runs")
     kind = frame[f"tags.{RUN_KIND}"]

@@ -338,7 +338,9 @@ def test_confirm_rounds_stop_once_every_comparison_is_decided(tmp_path, tiny_mod
     assert "after 2 units: equivalent" in done.stderr
     # --verbose: Ray's own output as well as the study's
     output = done.stdout + done.stderr
-    assert "Checkpoint successfully created" in output and "Trial status" in output
+    # Tune's status table (either output engine); workers' log lines reach the driver
+    # asynchronously, so they are not waited for here
+    assert "Trial status" in output or "== Status ==" in output
     assert "trial finished:" in done.stderr and "study.progress: progress:" in done.stderr
     assert "confirm round 1" not in done.stderr
     confirm_seeds = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -179,3 +180,17 @@ def test_a_failed_report_leaves_the_previous_one_whole(finished_study, tmp_path,
         report.write_report(uri, "teststudy", folder, log_to_mlflow=False, aso=FAST_ASO)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no staging folder left behind
+
+
+def test_reading_a_study_leaves_the_process_tracking_uri_alone(finished_study, monkeypatch):
+    """MLflow's set_tracking_uri also writes MLFLOW_TRACKING_URI into os.environ; a report
+    built in a Python session must not point that session's later studies at its store."""
+    from study.tracking.reading import load_study_record
+
+    tmp, _ = finished_study
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    record = load_study_record(tracking_uri(tmp), "teststudy")
+    assert len(record.trials) and "MLFLOW_TRACKING_URI" not in os.environ
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////somewhere/else.db")
+    load_study_record(tracking_uri(tmp), "teststudy")
+    assert os.environ["MLFLOW_TRACKING_URI"] == "sqlite:////somewhere/else.db"

@@ -54,6 +54,15 @@ def write_conll(path: Path, sentences: list[list[tuple[str, str]]]) -> Path:
     return path
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A whole study belongs to the slow tier, except the smoke study the default tier keeps:
+    one rule here rather than a second marker on every study test."""
+    for item in items:
+        if item.get_closest_marker("study") and not item.get_closest_marker("smoke"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _environment_restored():
     """Whatever a test's in-process code writes into os.environ (Ray's output-engine switch,

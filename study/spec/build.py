@@ -46,6 +46,15 @@ from trainables.settings import (
 )
 
 METRIC_MODES = ("max", "min")
+# The keys of `metric` and `resources`, with what they take and are for (docs/study-keys.md).
+METRIC_KEYS = {
+    "name": "a metric every evaluation reports (default `dev_f1`)",
+    "mode": "`max` (default) or `min`: whether larger values of it are better",
+}
+RESOURCE_KEYS = {
+    "cpu": "a number > 0 (default 1): CPUs one trial holds",
+    "gpu": "a number >= 0 (default 0): GPUs one trial holds; fractions share a GPU",
+}
 
 
 def load_study(
@@ -188,7 +197,7 @@ def _metric(doc: Doc) -> Metric:
     if value is None:
         return Metric()
     doc.mapping(("metric",), value, "a mapping {name: dev_f1, mode: max}")
-    doc.check_keys(("metric",), value, ("name", "mode"))
+    doc.check_keys(("metric",), value, tuple(METRIC_KEYS))
     name, mode = value.get("name", Metric.name), value.get("mode", Metric.mode)
     if not isinstance(name, str) or not name.strip():
         raise doc.bad(("metric", "name"), name, "a reported metric name such as dev_f1")
@@ -201,7 +210,7 @@ def _resources(doc: Doc) -> dict[str, float]:
     value = doc.data.get("resources")
     value = {} if value is None else value
     doc.mapping(("resources",), value, "a mapping {cpu: 1, gpu: 0}")
-    doc.check_keys(("resources",), value, ("cpu", "gpu"))
+    doc.check_keys(("resources",), value, tuple(RESOURCE_KEYS))
     cpu = doc.number(("resources", "cpu"), value.get("cpu", 1), lambda x: x > 0, "cpus > 0")
     gpu = doc.number(("resources", "gpu"), value.get("gpu", 0), lambda x: x >= 0, "gpus >= 0")
     return {"cpu": float(cpu), "gpu": float(gpu)}

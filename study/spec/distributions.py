@@ -220,6 +220,15 @@ class Categorical(Distribution):
 KINDS: dict[str, type[Distribution]] = {
     cls.kind: cls for cls in (LogUniform, Uniform, IntRange, Categorical)
 }
+# The keys of a distribution mapping, over every kind, with what each takes and is for
+# (docs/study-keys.md; a kind's `keys` are some of these).
+KEYS = {
+    "type": f"one of {', '.join(KINDS)}: how Optuna samples the factor",
+    "low": "a number (an integer for `int`): the smallest value, included",
+    "high": "a number (an integer for `int`): the largest value, included",
+    "step": "an integer >= 1 (default 1): the spacing of an `int` range",
+    "choices": "a list of values of the factor: what `categorical` picks from",
+}
 
 
 def search_space(doc: Doc, search: dict, shape: Shape) -> dict[str, Distribution]:

@@ -31,7 +31,17 @@ from trainables.settings import (
 )
 
 _FIELD_TYPES = typing.get_type_hints(TrialConfig)
-HEADS_SHORTHAND = ("one_head_in_blocks", "baseline", "heads")
+# `grid: {reinit_heads: {...}}`, one arm per head: its keys, what each takes and is for
+HEADS_SHORTHAND = {
+    "one_head_in_blocks": "a list of block indices (negative: from the top): one arm per head "
+    "of each",
+    "baseline": "true (default) or false: also the arm `[]`, no head re-initialised",
+    "heads": "an integer: heads per block, where the model's config cannot be read offline",
+}
+COMPARE_KEYS = {
+    "baseline": "a mapping of grid factor: value: the arm every other arm is compared with "
+    "(the one equal to it in the other factors), instead of all one-factor pairs",
+}
 MAX_HEADS = 1024  # attention heads per block that `heads: N` may declare (encoders have <= 64)
 
 
@@ -179,7 +189,7 @@ def grid_factors(doc: Doc, grid: dict, shape: Shape) -> dict[str, tuple]:
 def _each_head(doc: Doc, path: FieldPath, value: dict, shape: Shape) -> list:
     """`reinit_heads: {one_head_in_blocks: [0, 1, -2, -1], baseline: true}`: one arm per head
     of each listed block (negative = from the top), plus the no-reinit arm `[]`."""
-    doc.check_keys(path, value, HEADS_SHORTHAND, "the one-head-at-a-time shorthand")
+    doc.check_keys(path, value, tuple(HEADS_SHORTHAND), "the one-head-at-a-time shorthand")
     blocks = value.get("one_head_in_blocks")
     if not isinstance(blocks, list) or not blocks or not all(is_int(b) for b in blocks):
         raise doc.bad((*path, "one_head_in_blocks"), blocks, "a list of block indices")
@@ -214,7 +224,7 @@ def compare_baseline(doc: Doc, grid: dict[str, tuple], shape: Shape) -> dict | N
     if value is None:
         return None
     doc.mapping(("compare",), value, "a mapping like {baseline: {reinit_from: 6}}")
-    doc.check_keys(("compare",), value, ("baseline",), "compare")
+    doc.check_keys(("compare",), value, tuple(COMPARE_KEYS), "compare")
     baseline = value.get("baseline")
     path = ("compare", "baseline")
     doc.mapping(path, baseline, "a mapping of grid factors to one of their grid values")

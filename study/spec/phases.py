@@ -17,7 +17,47 @@ from study.spec.limits import MAX_TRIALS
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase
 from trainables.settings import bool_word
 
-CONFIRM_KEYS = ("select", "seeds", "max_seeds", "step", "reuse_explore_seeds", "data_seeds")
+# The keys of each part, with what they take and are for (docs/study-keys.md).
+PHASES_KEYS = {
+    "explore": "`{samples, seeds, asha}`: sample the `search` factors in each arm",
+    "confirm": "`{select, seeds, ...}`: run the selected configuration of each arm on "
+    "held-out seeds; its trials alone decide the verdicts",
+}
+EXPLORE_KEYS = {
+    "samples": "an integer >= 1: search points Optuna draws per arm",
+    "seeds": "a count or a list of seeds (default: the rest of the pool): the seeds each "
+    "sample trains on",
+    "asha": "`{grace_period, reduction_factor}`: prune samples early with ASHA; absent: none",
+}
+ASHA_KEYS = {
+    "grace_period": "a number > 0: epochs before the first pruning decision",
+    "reduction_factor": "a number > 1: the fraction kept at each rung is 1/this",
+}
+CONFIRM_KEYS = {
+    "select": "`best` (each arm's best explore sample, the default with explore) or a list of "
+    "samples of the search factors that every arm runs",
+    "seeds": "a count or a list of seeds, disjoint from explore's: the held-out seeds (with "
+    "`max_seeds`: the first round's count)",
+    "max_seeds": "an integer >= seeds: run in rounds, adding seeds until each comparison is "
+    "decided or this many ran (docs/statistics.md)",
+    "step": "an integer >= 1 (default: max_seeds - seeds): seeds added per round",
+    "reuse_explore_seeds": "true or false (default): allow confirm seeds that explore also "
+    "ran; the chosen sample's explore trial then counts as its confirm trial",
+    "data_seeds": "a count or a list: data subsets and orders per seed, each arm's score at a "
+    "seed being their mean",
+}
+ANALYSIS_KEYS = {
+    "primary": "a metric every trial reports at its end (default `test_f1`): the one whose "
+    "comparisons get verdicts",
+    "margin": "a number >= 0 in the primary metric's units (default 0.01): within it two "
+    "arms count as equally good",
+    "alpha": "a level in (0, 0.5) (default 0.05): the family-wise error rate",
+    "spending": "`obrien_fleming` (default) or `pocock`: the alpha-spending rule of confirm rounds",
+    "plateau": "a gain > 0 in the study metric's units (default 0.005): below it at the end, "
+    "a trial counts as converged",
+    "ni_alpha": "a one-sided level in (0, 0.5) (default: alpha/2): the non-inferiority test's",
+    "margins": "a mapping of metric: margin: margins for metrics outside the primary's units",
+}
 
 
 def study_seeds(doc: Doc) -> tuple[int, ...] | int:
@@ -78,7 +118,7 @@ def study_phases(
     if phases is None:
         raise doc.missing(path, "an explore phase, a confirm phase, or both")
     doc.mapping(path, phases, "a mapping with explore and/or confirm")
-    doc.check_keys(path, phases, ("explore", "confirm"))
+    doc.check_keys(path, phases, tuple(PHASES_KEYS))
     explore = _explore(doc, phases.get("explore"), seeds, search)
     confirm = _confirm(doc, phases.get("confirm"), seeds, search, explore, shape)
     if explore is None and confirm is None:
@@ -93,7 +133,7 @@ def _explore(
         return None
     path = ("phases", "explore")
     doc.mapping(path, value, "a mapping with samples, seeds and asha")
-    doc.check_keys(path, value, ("samples", "seeds", "asha"))
+    doc.check_keys(path, value, tuple(EXPLORE_KEYS))
     if not search:
         raise doc.fail(path, "the explore phase samples the `search` factors, but `search` "
                        "is empty; add search factors or drop the explore phase")  # fmt: skip
@@ -127,7 +167,7 @@ def _asha(doc: Doc, value: Any) -> AshaSettings | None:
         return None
     path = ("phases", "explore", "asha")
     doc.mapping(path, value, "a mapping {grace_period: 1, reduction_factor: 2}")
-    doc.check_keys(path, value, ("grace_period", "reduction_factor"))
+    doc.check_keys(path, value, tuple(ASHA_KEYS))
     settings = {
         "grace_period": (lambda x: x > 0, "epochs before the first pruning decision, > 0"),
         "reduction_factor": (lambda x: x > 1, "the fraction kept at each rung is 1/this; > 1"),
@@ -152,7 +192,7 @@ def _confirm(
         return None
     path = ("phases", "confirm")
     doc.mapping(path, value, "a mapping with select and seeds")
-    doc.check_keys(path, value, CONFIRM_KEYS)
+    doc.check_keys(path, value, tuple(CONFIRM_KEYS))
     select = _select(doc, value.get("select"), search, explore is not None, shape)
     written = value.get("reuse_explore_seeds", False)
     reuse = bool_word(written)
@@ -244,9 +284,7 @@ def declared_analysis(doc: Doc, confirm: ConfirmPhase | None) -> Analysis:
     value = doc.data.get("analysis")
     value = {} if value is None else value
     doc.mapping(path, value, "a mapping {primary: test_f1, margin: 0.01, alpha: 0.05}")
-    doc.check_keys(
-        path, value, ("primary", "margin", "alpha", "spending", "plateau", "ni_alpha", "margins")
-    )
+    doc.check_keys(path, value, tuple(ANALYSIS_KEYS))
     primary = value.get("primary", Analysis.primary)
     known = _primary_metrics(doc)
     if primary not in known:

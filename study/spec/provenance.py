@@ -13,7 +13,10 @@ from typing import Any
 from study.spec.document import Doc, suggest
 
 ALLOWED = "a mapping of fixed settings to {study: NAME, seeds: [0, 1]}"
-KEYS = ("study", "seeds")
+KEYS = {  # with what each takes and is for (docs/study-keys.md)
+    "study": "a study name: the study that chose the value",
+    "seeds": "a list of seeds >= 0: the seeds it chose the value on",
+}
 
 
 def fixed_provenance(doc: Doc, fixed: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -33,7 +36,7 @@ def _source(doc: Doc, fixed: dict[str, Any], name: Any, source: Any) -> dict[str
         raise doc.fail(path, f"{name!r} is not a setting under fixed{suggest(name, known)}; "
                        f"fixed settings: {', '.join(known) or 'none'}")  # fmt: skip
     doc.mapping(path, source, "a mapping {study: NAME, seeds: [0, 1]}")
-    doc.check_keys(path, source, KEYS, "fixed_from")
+    doc.check_keys(path, source, tuple(KEYS), "fixed_from")
     study = source.get("study")
     if not isinstance(study, str) or not study.strip():
         raise doc.bad((*path, "study"), study, "the name of the study that chose the value")

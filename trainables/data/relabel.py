@@ -22,7 +22,12 @@ from trainables.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
-KEYS = ("tag_map", "unseen")
+KEYS = {  # an evaluation entry's label map, with what each key takes and is for
+    "tag_map": "a mapping of this set's entity type: training's type: types renamed (B- and "
+    "I- alike)",
+    "unseen": "`error` (default: the set is refused) or `as_o`: what becomes of gold entities "
+    "of a type training never shows",
+}
 UNSEEN = ("error", "as_o")
 TRAIN = "train"
 

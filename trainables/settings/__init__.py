@@ -78,6 +78,7 @@ from trainables.settings.stage_config import (
     stage_prefix,
 )
 from trainables.settings.surface import SYNTHETIC, TAGGER, Surface, check_option
+from trainables.settings.value_keys import value_keys
 from trainables.yaml_reading import Loader, YamlLimitError, bool_word, parse_value
 
 # the key of a Ray Tune trial's config under which the driver puts the trial's settings, and
@@ -132,6 +133,7 @@ __all__ = [
     "UserInputError",
     "bool_word",
     "check_option",
+    "value_keys",
     "compare_pairs",
     "data_inputs",
     "first_line",

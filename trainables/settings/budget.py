@@ -31,8 +31,21 @@ from typing import Any
 from trainables.errors import ConfigError, joined
 
 BUDGET = "budget"  # the trial setting, study factor and stage key
-KINDS = ("steps", "until_plateau")
-PLATEAU_KEYS = ("patience", "min_delta", "max_epochs")
+# The keys of a budget and of `until_plateau`, with what each takes and is for
+# (docs/study-keys.md).
+KINDS = {
+    "steps": "an integer >= 1: exactly this many optimizer steps at any data fraction (the "
+    "data cycles, the lr schedule spans them)",
+    "until_plateau": "`{patience, min_delta, max_epochs}`: train until the study metric on "
+    "dev stops improving, then restore the best evaluation's weights",
+}
+PLATEAU_KEYS = {
+    "patience": "an integer >= 1: dev evaluations in a row without a gain above min_delta "
+    "before stopping",
+    "min_delta": "a number >= 0 in the study metric's units (default 0): the least gain that "
+    "counts",
+    "max_epochs": "an integer >= 1: the most epochs, over which the lr schedule spans",
+}
 EXAMPLE = "{steps: 600} or {until_plateau: {patience: 2, min_delta: 0.005, max_epochs: 12}}"
 
 
@@ -83,7 +96,7 @@ def budget_shape(value: Any) -> Budget | None:
     if not isinstance(value, dict) or len(value) != 1:
         raise BudgetError((), f"{value!r} is not allowed: one of {EXAMPLE}")
     (kind, setting), = value.items()  # fmt: skip
-    _known(kind, KINDS, (), "budget kind")
+    _known(kind, tuple(KINDS), (), "budget kind")
     if kind == "steps":
         return Budget(steps=_positive_int(setting, ("steps",)))
     return Budget(until_plateau=_plateau(setting))
@@ -95,7 +108,7 @@ def _plateau(value: Any) -> Plateau:
         raise BudgetError(path, f"{value!r} is not allowed: a mapping such as "
                           "{patience: 2, min_delta: 0.005, max_epochs: 12}")  # fmt: skip
     for key in value:
-        _known(key, PLATEAU_KEYS, path, "until_plateau key")
+        _known(key, tuple(PLATEAU_KEYS), path, "until_plateau key")
     for key in ("patience", "max_epochs"):
         if key not in value:
             raise BudgetError((*path, key), f"{key} is missing: until_plateau needs patience "

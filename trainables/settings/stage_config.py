@@ -30,9 +30,21 @@ from trainables.errors import ConfigError, joined
 from trainables.settings.budget import BUDGET, BudgetError, parse_budget
 
 INTERMEDIATE = "intermediate"  # the trial setting and grid factor
-STAGE_KEYS = (
-    "name", "data", "epochs", "lr", "head_lr", "batch_size", "max_steps", "eval_every", BUDGET,
-)  # fmt: skip
+# A stage's keys, with what each takes and is for (docs/study-keys.md): a stage that leaves
+# one of the last seven out takes the trial's value.
+STAGE_KEYS = {
+    "name": "a word of letters, digits, _ . or - (default `stage<i>`): names the arm "
+    "(`intermediate=spans`), the report's stage column and its metrics",
+    "data": "any form `data` takes (required): the stage's corpus, with its own label set",
+    "epochs": "an integer >= 1: epochs the stage trains, when it has no budget",
+    "lr": "a number > 0: the stage's peak learning rate of the encoder",
+    "head_lr": "a number > 0: the stage's peak learning rate of its head",
+    "batch_size": "an integer >= 1: sentence windows per optimizer step",
+    "max_steps": "an integer >= 1: cap on the stage's optimizer steps",
+    "eval_every": "an integer >= 1: evaluate the stage's dev set every n steps",
+    BUDGET: "a budget (below): the stage's own; without one it trains its `epochs`, never "
+    "the target's budget",
+}
 _INTEGER_KEYS = ("epochs", "batch_size", "max_steps", "eval_every")
 _NUMBER_KEYS = ("lr", "head_lr")
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -151,7 +163,7 @@ def _check_key(
     if key in trial_fields:
         raise StageError((index, key), f"not allowed in a stage: {key} is a trial setting "
                          "that every stage shares; set it on the trial")  # fmt: skip
-    close = difflib.get_close_matches(str(key), STAGE_KEYS, n=1)
+    close = difflib.get_close_matches(str(key), tuple(STAGE_KEYS), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise StageError((index, str(key)), f"unknown stage key {key!r}{hint}; stage keys: "
                      f"{', '.join(STAGE_KEYS)}")  # fmt: skip

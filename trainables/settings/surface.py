@@ -63,25 +63,44 @@ from trainables.settings.layouts import RELATIVE_DEPTH
 TAGGER, SYNTHETIC = "tagger", "synthetic"
 
 
+# What each option of the surface is for (its allowed values are `_CHECKS`', its default the
+# field's): docs/study-keys.md is written from these (study/spec/reference.py).
+OPTION_HELP = {
+    "layers": "blocks of the nominal encoder (depth `full`)",
+    "heads": "attention heads per block (reinit_heads indices)",
+    "best_lr": "the optimum with every block, none re-initialised, all data",
+    "peak_f1": "what that optimum converges to",
+    "lr_penalty": "F1 lost per squared decade away from an arm's optimum",
+    "noise": "seed-to-seed standard deviation of F1 (about one F1 point at 0.01)",
+    "convergence_epochs": "epochs to 63% of the asymptote, at the optimum",
+    "steps_per_epoch": "optimizer steps per epoch on all the data",
+    "step_s": "wall seconds per step (sleeping)",
+    "diverge_above": "decades above the optimum that diverge; null: never",
+    "slow_arm": "the trials whose settings equal all of these (e.g. {reinit_from: 4}) learn "
+    "`slow_by` times slower: a study can under-train one arm deterministically",
+    "slow_by": "how many times slower `slow_arm` learns",
+    "tokens_per_step": "what one step adds to tokens_seen",
+}
+
+
 @dataclass(frozen=True)
 class Surface:
-    """The options of `trainable: {synthetic: {...}}`, each with its default."""
+    """The options of `trainable: {synthetic: {...}}`, each with its default (`OPTION_HELP`
+    says what each is for)."""
 
-    layers: int = 12  # blocks of the nominal encoder (depth `full`)
-    heads: int = 12  # attention heads per block (reinit_heads indices)
-    best_lr: float = 5.0e-5  # the optimum with every block, none re-initialised, all data
-    peak_f1: float = 0.9  # what that optimum converges to
-    lr_penalty: float = 0.1  # F1 lost per squared decade away from an arm's optimum
-    noise: float = 0.01  # seed-to-seed standard deviation of F1 (about one F1 point)
-    convergence_epochs: float = 0.5  # epochs to 63% of the asymptote, at the optimum
-    steps_per_epoch: int = 100  # optimizer steps per epoch on all the data
-    step_s: float = 0.0  # wall seconds per step
-    diverge_above: float | None = 1.5  # decades above the optimum that diverge; null: never
-    # an arm that learns `slow_by` times slower: the trials whose settings equal all of these
-    # (e.g. {reinit_from: 4}), so a study can under-train one arm deterministically
+    layers: int = 12
+    heads: int = 12
+    best_lr: float = 5.0e-5
+    peak_f1: float = 0.9
+    lr_penalty: float = 0.1
+    noise: float = 0.01
+    convergence_epochs: float = 0.5
+    steps_per_epoch: int = 100
+    step_s: float = 0.0
+    diverge_above: float | None = 1.5
     slow_arm: dict[str, Any] | None = None
     slow_by: float = 10.0
-    tokens_per_step: int = 512  # what one step adds to tokens_seen
+    tokens_per_step: int = 512
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:
@@ -217,6 +236,11 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "slow_by": (lambda v: _number(v) and v >= 1, "a factor >= 1"),
     "tokens_per_step": (_positive_int, "an integer >= 1"),
 }
+
+
+def option_allowed(name: str) -> str:
+    """What option `name` takes, as its check says it."""
+    return _CHECKS[name][1]
 
 
 def check_option(name: str, value: Any) -> None:

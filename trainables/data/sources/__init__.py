@@ -31,6 +31,18 @@ from trainables.yaml_reading import bool_word
 
 SPLITS = ("train", "dev", "test")
 UNTYPED = "untyped"  # an option of the whole `data` mapping, beside its sources
+# The keys of `data` besides the corpus kinds' (`embedded`), with what each takes and is for
+# (docs/study-keys.md); an entry's own keys are its kind's `entry_keys` and `relabel.KEYS`.
+DATA_KEYS = {
+    "train": "a data source (a path, `{conll: ...}` or `{hf: ...}`): the training split, "
+    "unless a corpus gives all three",
+    "dev": "a data source: the split evaluated during training and by `until_plateau`",
+    "test": "a data source: the split scored once, at the end",
+    "extra": "a mapping of set name: data source: extra evaluation sets (another domain or "
+    "language), scored at the end and tabulated per arm",
+    UNTYPED: "true or false (default): keep every split's entity spans, drop their types "
+    "(B-x/I-x become B-ENT/I-ENT)",
+}
 
 
 def _import_every_kind() -> None:

@@ -31,6 +31,9 @@ class SplitSource(ABC):
 
     key: ClassVar[str]
     forms: ClassVar[tuple[str, ...]]  # how an entry of this kind is written, for messages
+    # the keys of a mapping entry of this kind, `key` first, each with what it takes and is
+    # for (docs/study-keys.md, written by study/spec/reference.py)
+    entry_keys: ClassVar[dict[str, str]]
     reads_bare_paths: ClassVar[bool] = False  # a plain string entry is a path of this kind
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -59,6 +62,7 @@ class CorpusSource(ABC):
     """Train, dev and test at once, named by a top-level `data` key (`{embedded: wnut16}`)."""
 
     key: ClassVar[str]
+    entry_keys: ClassVar[dict[str, str]]  # {key: what it takes and is for}, as a split's
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -29,6 +29,12 @@ _COLUMN_SEPARATOR = re.compile(r"[ \t]+")
 class ConllSource(SplitSource):
     key = "conll"
     forms = ("a CoNLL file path", "{conll: PATH}")
+    entry_keys = {
+        "conll": "a path (relative to the study file): a CoNLL/BIO file, the tag in the last "
+        "column; a bare path means the same",
+        "strip_lang_prefix": "true or false (default): drop WikiANN's `xx:` language prefix "
+        "from every word",
+    }
     reads_bare_paths = True
 
     path: str

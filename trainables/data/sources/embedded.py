@@ -74,6 +74,10 @@ CORPORA: dict[str, tuple[Callable[[], dict[str, list[TaggedSentence]]], Callable
 @dataclass(frozen=True)
 class EmbeddedSource(CorpusSource):
     key = "embedded"
+    entry_keys = {
+        "embedded": f"one of {', '.join(CORPORA)}: a corpus shipped as a Python package, split "
+        "70/15/15 by a fixed seed; needs no download",
+    }
 
     name: str
 

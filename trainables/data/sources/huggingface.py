@@ -23,6 +23,13 @@ from trainables.errors import DataError
 class HuggingFaceSource(SplitSource):
     key = "hf"
     forms = ("{hf: NAME_OR_PATH, split: SPLIT}",)
+    entry_keys = {
+        "hf": "a dataset name (where a hub is reachable) or a local folder: a Hugging Face dataset",
+        "split": "a split name (default `train`): which of the dataset's splits",
+        "config": "a configuration name: the dataset's configuration (e.g. a WikiANN language)",
+        "tokens_column": "a column name (default `tokens`): the words of each sentence",
+        "tags_column": "a column name (default `ner_tags`): the tags, as class ids or strings",
+    }
 
     name: str
     split: str = "train"

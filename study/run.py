@@ -51,6 +51,7 @@ from study.spec.stages import check_stage_data, study_stages
 from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
 from study.tracking.start import open_study_runs, probe_tracking
+from study.tracking.store import patiently
 from study.tracking.summary import confirm_summary
 from trainables.settings import (
     EXIT_BAD_INPUT,
@@ -307,14 +308,16 @@ def _run_study(
         tracker.end_study(study_run, context.arm_runs, "KILLED")
         print(f"study interrupted; its state is saved. Resume with:\n  {resume}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    print(confirm_summary(tracker, study_run, spec.metric.name))
-    tracker.set_tags(study_run, {"state": "finished", "wall_s": f"{time.time() - started:.0f}"})
+    uri = context.tracking_uri
+    print(patiently(lambda: confirm_summary(tracker, study_run, spec.metric.name), uri))
+    ended = {"state": "finished", "wall_s": f"{time.time() - started:.0f}"}
+    patiently(lambda: tracker.set_tags(study_run, ended), uri)
     if reports.lower() == NO_REPORT:
         print(f"no report made (--reports {NO_REPORT}); make it with: python -m study.report "
               f"{spec.name} --run-id {study_run}")  # fmt: skip
     else:
         _report(context.tracking_uri, spec.name, study_run, reports)
-    tracker.end_study(study_run, context.arm_runs, "FINISHED")
+    patiently(lambda: tracker.end_study(study_run, context.arm_runs, "FINISHED"), uri)
     reserve.release()
     return EXIT_OK
 

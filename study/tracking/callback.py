@@ -20,8 +20,10 @@ from study.names import (
 from study.plan import trial_key
 from study.tracking.artifacts import copy_fingerprint, log_fingerprint
 from study.tracking.store import (
+    DRAIN_S,
     MAX_BATCH,
     MAX_PARAMS,
+    RETRY_S,
     STATUS_RUN,
     StudyTracker,
     param_list,
@@ -34,9 +36,6 @@ log = logging.getLogger(__name__)
 
 CONVERGED = "converged"  # tag of a completed trial run: "true" or "false"
 FINAL_GAIN = "final_gain"  # the trial's metric that decides it (trainables/training/curves.py)
-
-RETRY_S = 10  # seconds between tries while the tracking server is down
-DRAIN_S = 600  # at the end of a phase, how long to wait for it to come back
 
 
 class MlflowTrackingCallback(Callback):

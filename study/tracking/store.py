@@ -18,10 +18,12 @@ import json
 import logging
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
@@ -34,8 +36,13 @@ from study.names import (
 )
 from study.tracking.sqlite_journal import write_ahead
 from study.tracking.timing import timed
+from trainables.settings import first_line
 
 log = logging.getLogger(__name__)
+Answer = TypeVar("Answer")
+
+RETRY_S = 10  # seconds between tries while the tracking server is down
+DRAIN_S = 600  # at the end of a phase or study, how long to wait for it to come back
 
 # What Ray adds to every result; not metrics of the trial.
 RAY_KEYS = {
@@ -274,6 +281,31 @@ class StudyTracker:
         for run_id in arm_runs.values():
             self.end(run_id, status)
         self.end(study_run, status)
+
+
+def patiently(action: Callable[[], Answer], tracking_uri: str) -> Answer:
+    """`action` (reads, or writes that are safe to repeat), tried again every RETRY_S for up to
+    DRAIN_S while the store does not answer, as the tracking callback waits at a phase's end.
+    For the driver's own calls after the trials: the driver's client does not retry by itself
+    (study/run.py says why), so without this a server restarting as the study ends, or one
+    that closes an idle connection just as the driver reuses it, ended the study in a traceback."""
+    deadline = time.monotonic() + DRAIN_S
+    failed = False
+    while True:
+        try:
+            answer = action()
+        except (MlflowException, OSError) as err:  # no answer, or a refused one
+            if time.monotonic() + RETRY_S > deadline:
+                raise
+            if not failed:
+                log.warning("MLflow at %s did not answer (%s); trying again every %d s",
+                            tracking_uri, first_line(err, 300), RETRY_S)  # fmt: skip
+            failed = True
+            time.sleep(RETRY_S)
+            continue
+        if failed:
+            log.info("MLflow at %s answered again", tracking_uri)
+        return answer
 
 
 def log_report(

@@ -3,16 +3,20 @@ not write meanwhile is back-filled, with no run duplicated and no evaluation mis
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections import Counter
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.mlflow_server import mlflow_ui_server
+from study.tracking import store
+from study.tracking.store import StudyTracker, patiently
+from tests.mlflow_server import mlflow_server, mlflow_ui_server
 from tests.study_helpers import REPO, study_command, write_study
 
 pytestmark = pytest.mark.study
@@ -71,3 +75,33 @@ def test_study_outlives_a_tracking_server_outage(tmp_path, tiny_model, tiny_corp
         assert len(steps) == len(set(steps))
         if status == "completed":  # every evaluation made it, including those while down
             assert len(steps) == 4, (run.data.tags["trial_key"], steps)
+
+
+@pytest.mark.slow
+def test_the_driver_waits_for_a_server_that_is_down_as_the_study_ends(
+    tmp_path, monkeypatch, caplog
+):
+    """The driver's own calls after the trials (summary, study state, closing the runs) wait
+    for a server that went away, as the callback's queued writes do, instead of ending the
+    study in a traceback."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # as study/run.py sets it
+    monkeypatch.setattr(store, "RETRY_S", 1)
+    caplog.set_level(logging.INFO, logger=store.__name__)
+    with mlflow_server(f"sqlite:///{tmp_path / 'server.db'}", workdir=tmp_path / "srv") as server:
+        tracker = StudyTracker(server.url, "teststudy")
+        run_id = tracker.study_run("invocation", "teststudy", {}, {})
+        server.kill()
+        answers = []
+        summary = threading.Thread(
+            target=lambda: answers.append(
+                patiently(lambda: tracker.client.get_run(run_id).info.status, server.url)
+            )
+        )
+        summary.start()
+        time.sleep(3)
+        assert summary.is_alive() and answers == []  # waiting, not failed
+        server.start()
+        summary.join(timeout=120)
+    assert answers == ["RUNNING"]
+    assert f"MLflow at {server.url} did not answer" in caplog.text
+    assert f"MLflow at {server.url} answered again" in caplog.text

@@ -1,19 +1,23 @@
 """Studies tracked by an MLflow server on PostgreSQL, as a cluster user deploys it: a
 throwaway PostgreSQL cluster and `mlflow server` on 127.0.0.1, both started here. Two studies
 share the server, the database restarts under a running study, and a database that refuses
-the login is one line, whether it sits behind the server or is given as the tracking URI."""
+the login is one line, whether it sits behind the server or is given as the tracking URI; and
+the server itself is killed and restarted, twice, under two running studies."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from study.names import STUDY_RUN_ID
 from tests import study_helpers as studies
-from tests.mlflow_server import mlflow_ui_server
+from tests.mlflow_server import MlflowServer, mlflow_server
 from tests.servers import postgres_cluster, postgres_unavailable_reason
 
 pytestmark = [
@@ -32,11 +36,17 @@ def postgres():
 
 
 @pytest.fixture
-def server(postgres, tmp_path):
-    """`mlflow server` on the cluster's database; its base URL."""
+def tracking_server(postgres, tmp_path):
+    """`mlflow server` on the cluster's database, which a test may kill and start again."""
     backend = postgres.create_database(DATABASE, OWNER, "tracker-secret")
-    with mlflow_ui_server(backend, workdir=tmp_path / "server") as url:
-        yield url
+    with mlflow_server(backend, workdir=tmp_path / "server") as running:
+        yield running
+
+
+@pytest.fixture
+def server(tracking_server):
+    """The server's base URL."""
+    return tracking_server.url
 
 
 def _small_study(folder: Path, name: str, tiny_model, tiny_corpus) -> Path:
@@ -154,3 +164,131 @@ def test_a_database_uri_whose_login_is_refused_is_one_line(
     assert "bad-secret" not in line
     tables = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
     assert _query(postgres, tables) == []  # not even MLflow's schema
+
+
+# Each study: 2 arms x 20 seeds, 40 trials of 3 evaluations (20 steps each) on the synthetic
+# trainable, 4.8 s of sleep per trial: a study outlasts two outages, each of which lasts as
+# long as the server takes to start again (10 s to 60 s on a busy 2-core machine).
+SYNTHETIC = {"steps_per_epoch": 20, "step_s": 0.08}
+SEEDS = 20
+TRIALS = 2 * SEEDS
+DOWN_S = 5  # how long each server stays dead before it is started again
+BACK = "answers again: queued writes back-filled"
+
+
+def _synthetic_study(folder: Path, name: str) -> Path:
+    folder.mkdir()
+    path = studies.write_synthetic_study(
+        folder, SYNTHETIC, seeds=SEEDS, phases={"confirm": {"select": [{}], "seeds": SEEDS}}
+    )
+    return path.rename(folder / f"{name}.yaml")
+
+
+def _trial_runs_stored(postgres) -> dict[str, int]:
+    """Trial runs per experiment, counted in PostgreSQL: progress seen without the server."""
+    rows = _query(
+        postgres,
+        "SELECT e.name, count(*) FROM runs r JOIN experiments e USING (experiment_id) "
+        "JOIN tags t ON t.run_uuid = r.run_uuid AND t.key = 'run_kind' AND t.value = 'trial' "
+        "GROUP BY e.name",
+    )
+    return dict(rows)
+
+
+def _wait_until(done, drivers: dict, what: str, timeout: float = 600) -> None:
+    """Poll `done()` while every driver still runs: a study that ended first fails the test."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        ended = [name for name, driver in drivers.items() if driver.poll() is not None]
+        assert not ended, f"{ended} ended before {what}"
+        assert time.monotonic() < deadline, f"not {what} within {timeout:.0f} s"
+        time.sleep(0.5)
+
+
+def _more_trial_runs(postgres, stored: dict[str, int], more: int):
+    return lambda: all(
+        _trial_runs_stored(postgres).get(name, 0) >= n + more for name, n in stored.items()
+    )
+
+
+def _back_filled(outputs: dict[str, Path], times: int):
+    return lambda: all(out.read_text().count(BACK) >= times for out in outputs.values())
+
+
+def _crash_and_restart(server: MlflowServer, postgres, drivers: dict) -> None:
+    """SIGKILL the server while both studies run (and still have trials to run), leave it
+    dead, start it on the same port."""
+    stored = _trial_runs_stored(postgres)
+    assert all(driver.poll() is None for driver in drivers.values())
+    assert all(stored[name] < TRIALS for name in drivers), stored
+    server.kill()
+    time.sleep(DOWN_S)
+    server.start()
+
+
+@pytest.mark.slow
+def test_two_studies_outlive_two_crashes_of_their_server(postgres, tracking_server, tmp_path):
+    """The server is SIGKILLed (no request finished, no commit) and restarted on the same port,
+    database and artifact root, twice, while two studies write to it: both end with exit 0,
+    and each planned trial is one FINISHED run with every evaluation and its final metrics."""
+    names = ("study_a", "study_b")
+    drivers, outputs = {}, {}
+    try:
+        for name in names:
+            study = _synthetic_study(tmp_path / name, name)
+            extra = ("--tracking-uri", tracking_server.url, "--num-cpus", "1")
+            outputs[name] = tmp_path / f"{name}.log"
+            with open(outputs[name], "w") as out:
+                drivers[name] = subprocess.Popen(
+                    studies.study_command(study, tmp_path / name, *extra), cwd=studies.REPO,
+                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                )  # fmt: skip
+        stored = {name: 0 for name in names}
+        for outage in (1, 2):
+            # each crash waits for 3 trial runs more in each study than before the last one
+            _wait_until(_more_trial_runs(postgres, stored, 3), drivers, "3 more trial runs")
+            _crash_and_restart(tracking_server, postgres, drivers)
+            # both drivers saw the outage and back-filled what it held back
+            _wait_until(_back_filled(outputs, outage), drivers, f"back-filled after {outage}")
+            stored = _trial_runs_stored(postgres)
+        for driver in drivers.values():
+            driver.wait(timeout=900)
+    finally:
+        for driver in drivers.values():
+            if driver.poll() is None:
+                os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait()
+            studies.kill_session(driver.pid)
+    assert tracking_server.starts == 3
+    for name in names:
+        output = outputs[name].read_text()
+        assert drivers[name].returncode == 0, output[-3000:]
+        assert "Traceback" not in output, output[-3000:]
+        # each crash landed mid-study: a write failed, was queued, and went through later
+        assert output.count("is not answering") == 2, output[-3000:]
+        assert output.count(BACK) == 2, output[-3000:]
+        _assert_each_planned_trial_once(tmp_path, name, tracking_server.url)
+    assert _runs_per_experiment(postgres) == {name: 1 + 2 + TRIALS for name in names}
+
+
+def _assert_each_planned_trial_once(tmp_path: Path, name: str, url: str) -> None:
+    runs = studies.runs_by_kind(tmp_path, name, url)
+    (study_run,) = runs["study"]
+    assert study_run.data.tags["state"] == "finished"
+    assert len(runs["arm"]) == 2
+    trials = runs["trial"]
+    keys = Counter(run.data.tags["trial_key"] for run in trials)
+    planned = {(run.data.tags["arm"], run.data.tags["seed"]) for run in trials}
+    assert len(keys) == TRIALS and set(keys.values()) == {1}, keys  # none lost, none twice
+    assert len(planned) == TRIALS and {seed for _, seed in planned} == {
+        str(seed) for seed in range(SEEDS)
+    }
+    for run in [study_run, *runs["arm"], *trials]:  # nothing left RUNNING
+        assert run.info.status == "FINISHED", (run.info.run_name, run.info.status)
+    for run in trials:
+        assert run.data.tags["status"] == "completed"
+        assert run.data.tags[STUDY_RUN_ID] == study_run.info.run_id
+        assert {"test_f1", "surface_f1", "curve_area"} <= set(run.data.metrics), run.data.metrics
+        steps = studies.metric_steps(tmp_path, run.info.run_id, "dev_f1", url)
+        assert sorted(steps) == [20, 40, 60], (run.data.tags["trial_key"], steps)

@@ -22,7 +22,7 @@ from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.settings import TRIAL_CONFIG
 from trainables.settings.config import TrialConfig
 from trainables.settings.precision import FP32
-from trainables.training.trial_folder import FINAL_FILE, TrialFolder
+from trainables.training.trial_folder import FINAL_FILE, MODEL_FOLDER, TrialFolder
 
 if TYPE_CHECKING:
     from trainables.training.stages import StagedTrial
@@ -66,9 +66,10 @@ def train_tagger(config: dict[str, Any]) -> None:
     response surface (`trainables.settings.surface`); the name stays `train_tagger` because Tune
     saves it by name with every experiment.
 
-    The checkpoint of the final report holds only the final metrics (a few kB, not the
-    weights and optimizer state) and the layer fingerprint, which the driver's tracking
-    callback logs to MLflow: a finished trial needs nothing else, and with
+    The checkpoint of the final report holds only the final metrics, the layer fingerprint
+    and the trained tagger as a Hugging Face folder (weights as scored, no optimizer state),
+    which the driver's tracking callback logs to MLflow (the model of confirm trials only,
+    for study.export): a finished trial needs nothing else, and with
     `num_to_keep=1` Ray then drops the trial's last full checkpoint, so a study's storage
     holds full checkpoints only for trials still running or paused. A restored trial whose
     folder holds that final checkpoint (the driver died, or the storage went away, after the
@@ -140,6 +141,8 @@ def staged_checkpoint(
                     (Path(directory) / FINAL_FILE).write_text(json.dumps(metrics))
                     if trial.fingerprint is not None:  # the driver logs it to MLflow
                         trial.fingerprint.save(Path(directory) / FINGERPRINT_FILE)
+                    # the driver logs a confirm trial's model to MLflow (study.export)
+                    trial.save_model(Path(directory) / MODEL_FOLDER)
                 else:
                     trial.save(directory)
             except OSError:

@@ -51,7 +51,7 @@ def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Loading a checkpoint that has a pooler into an encoder without one is intended here;
     transformers reports the unused pooler weights as a warning table on every load."""
     previous, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
@@ -67,7 +67,7 @@ def _quiet_transformers():
 
 def _load_model(resolved: str, name: str, config: PretrainedConfig) -> PreTrainedModel:
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             return AutoModel.from_pretrained(resolved, config=config, **_model_kwargs(config))
     except (OSError, ValueError, KeyError) as err:
         raise ModelError(f"cannot load the weights of model {name!r}: {first_line(err)}") from err

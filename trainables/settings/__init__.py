@@ -78,6 +78,7 @@ from trainables.settings.stage_config import (
     stage_prefix,
 )
 from trainables.settings.surface import SYNTHETIC, TAGGER, Surface, check_option
+from trainables.training.trial_folder import MODEL_FOLDER
 from trainables.yaml_reading import Loader, YamlLimitError, bool_word, parse_value
 
 # the key of a Ray Tune trial's config under which the driver puts the trial's settings, and
@@ -88,6 +89,7 @@ __all__ = [
     "BUDGET",
     "FIXED_ONLY",
     "LAYER_FIELDS",
+    "MODEL_FOLDER",
     "Architecture",
     "Budget",
     "BudgetError",

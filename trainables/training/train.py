@@ -402,6 +402,13 @@ class Trial:
         if self.fingerprint is not None:
             self.fingerprint.save(directory / FINGERPRINT_FILE)
 
+    def save_model(self, folder: str | Path) -> None:
+        """The tagger as it was scored at the end (under until_plateau, the best evaluation's
+        weights), as a Hugging Face folder with its tokenizer and label map."""
+        from trainables.model.export import save_hf_folder
+
+        save_hf_folder(self.model, self.tokenizer, self.label_map, folder)
+
     def restore(self, directory: str | Path) -> None:
         directory = Path(directory)
         state = torch.load(directory / STATE_FILE, weights_only=True, map_location=self.device)

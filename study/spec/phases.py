@@ -14,9 +14,11 @@ from study.spec.distributions import Distribution
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest
 from study.spec.factors import Shape, check_value
 from study.spec.limits import MAX_TRIALS
+from study.spec.samplers import check_sampler
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase
 from trainables.settings import bool_word
 
+EXPLORE_KEYS = ("samples", "seeds", "asha", "sampler")
 CONFIRM_KEYS = ("select", "seeds", "max_seeds", "step", "reuse_explore_seeds", "data_seeds")
 
 
@@ -92,8 +94,8 @@ def _explore(
     if value is None:
         return None
     path = ("phases", "explore")
-    doc.mapping(path, value, "a mapping with samples, seeds and asha")
-    doc.check_keys(path, value, ("samples", "seeds", "asha"))
+    doc.mapping(path, value, "a mapping with samples, seeds, asha and sampler")
+    doc.check_keys(path, value, EXPLORE_KEYS)
     if not search:
         raise doc.fail(path, "the explore phase samples the `search` factors, but `search` "
                        "is empty; add search factors or drop the explore phase")  # fmt: skip
@@ -107,7 +109,8 @@ def _explore(
                       f"have {distinct} distinct values, and a sample drawn twice would only "
                       "repeat trials")  # fmt: skip
     phase_seeds = _phase_seeds(doc, (*path, "seeds"), value.get("seeds"), seeds, 0)
-    return ExplorePhase(samples, phase_seeds, _asha(doc, value.get("asha")))
+    sampler = check_sampler(doc, (*path, "sampler"), value.get("sampler"))
+    return ExplorePhase(samples, phase_seeds, _asha(doc, value.get("asha")), sampler)
 
 
 def _distinct_samples(search: dict[str, Distribution]) -> int | None:

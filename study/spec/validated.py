@@ -26,6 +26,7 @@ class ExplorePhase:
     samples: int
     seeds: tuple[int, ...]
     asha: AshaSettings | None
+    sampler: str = "tpe"  # an Optuna sampler's name in study/spec/samplers.py
 
 
 @dataclass(frozen=True)

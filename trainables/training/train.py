@@ -85,6 +85,7 @@ def _build_model(
         num_labels,
         generator=generator,
         architecture=cfg.architecture(),
+        revision=cfg.model_revision,
     )
     model.to(device)
     return model, tokenizer
@@ -354,7 +355,7 @@ class Trial:
         plus `dynamics_s`, its cost in seconds (the budget is 10% of a trial)."""
         started = time.perf_counter()
         if self._reference is None:
-            self._reference, _ = load_encoder(self.cfg.model)
+            self._reference, _ = load_encoder(self.cfg.model, self.cfg.model_revision)
             self._reference.to(self.device)
         values = dynamics.layer_dynamics(self.model.encoder, self._reference, self.dynamics_sample)
         out = {

@@ -8,6 +8,7 @@ vocabulary.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray import tune
 
+from trainables.errors import ModelError
 from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.settings import TRIAL_CONFIG
 from trainables.settings.config import TrialConfig
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from trainables.training.stages import StagedTrial
     from trainables.training.synthetic import SyntheticTrial
     from trainables.training.train import Trial
+
+log = logging.getLogger(__name__)
 
 # A study driver puts its one resolved precision in every trial config (study/precision.py).
 # A config without one was made before that, when a trial's default was fp32; a study saved
@@ -104,6 +108,16 @@ def train_tagger(config: dict[str, Any]) -> None:
             tune.report({**metrics, **stamp}, checkpoint=tune.Checkpoint.from_directory(directory))
 
 
+def _save_model(trial: Trial | StagedTrial | SyntheticTrial, folder: Path) -> None:
+    """The trained tagger for the driver to log to a confirm trial's run (study.export); a
+    family that cannot be saved as a token classifier keeps none, and says so."""
+    try:
+        trial.save_model(folder)
+    except ModelError as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        log.warning("the trial keeps no model: %s", err)
+
+
 def _report_again(final: tune.Checkpoint, stamp: dict[str, Any]) -> None:
     """Re-report a finished trial's result with its final checkpoint, so that the driver finds
     the layer fingerprint in the checkpoint Tune registers last, whichever one its state had."""
@@ -141,8 +155,7 @@ def staged_checkpoint(
                     (Path(directory) / FINAL_FILE).write_text(json.dumps(metrics))
                     if trial.fingerprint is not None:  # the driver logs it to MLflow
                         trial.fingerprint.save(Path(directory) / FINGERPRINT_FILE)
-                    # the driver logs a confirm trial's model to MLflow (study.export)
-                    trial.save_model(Path(directory) / MODEL_FOLDER)
+                    _save_model(trial, Path(directory) / MODEL_FOLDER)
                 else:
                     trial.save(directory)
             except OSError:

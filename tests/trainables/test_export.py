@@ -50,3 +50,18 @@ def test_a_family_with_a_deeper_token_head_is_refused(tmp_path):
     with pytest.raises(ModelError, match="cannot be saved as AutoModelForTokenClassification"):
         save_hf_folder(tagger, tokenizer, LABELS, tmp_path / "export")
     assert not (tmp_path / "export").exists()
+
+
+def test_a_trial_that_cannot_keep_its_model_still_ends(tmp_path, tiny_corpus, caplog):
+    """The final checkpoint of a ModernBERT trial holds no model folder, and the trial's
+    final report is not lost to the refusal (trainables/tune_adapter.py)."""
+    from trainables.settings.config import TrialConfig
+    from trainables.training.train import Trial
+    from trainables.tune_adapter import _save_model
+
+    folder = tiny_model_folder(tmp_path, "modernbert", layers=2)
+    trial = Trial(TrialConfig(model=str(folder), data=dict(tiny_corpus), max_length=32,
+                              precision="fp32", dynamics="off"))  # fmt: skip
+    _save_model(trial, tmp_path / "model")
+    assert not (tmp_path / "model").exists()
+    assert "the trial keeps no model" in caplog.text

@@ -78,7 +78,7 @@ def test_an_exported_confirm_trial_tags_the_test_set_as_the_trial_did(
     tmp_path, tiny_model, tiny_corpus
 ):
     study = write_study(tmp_path, str(tiny_model), tiny_corpus, **SMALL_STUDY)
-    done = run_study(study, tmp_path)
+    done = run_study(study, tmp_path, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     trials = {(r.data.tags["arm"], int(r.data.tags["seed"])): r
               for r in runs_by_kind(tmp_path)["trial"]}  # fmt: skip

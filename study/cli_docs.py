@@ -28,6 +28,7 @@ refuses a wrong command line, file or setting with one `error:` line and exit co
 def _parsers() -> list[tuple[str, str, Callable[[], argparse.ArgumentParser]]]:
     """(module, console script, parser) of each command; the study list is the shipped one's,
     whatever folder this runs in."""
+    from study.export.__main__ import build_parser as export_parser
     from study.report.__main__ import build_parser as report_parser
     from study.run import build_parser as run_parser
     from study.spec import SEARCH_SPACES
@@ -36,6 +37,7 @@ def _parsers() -> list[tuple[str, str, Callable[[], argparse.ArgumentParser]]]:
     return [
         ("study.run", "study-run", lambda: run_parser(SEARCH_SPACES)),
         ("study.report", "study-report", report_parser),
+        ("study.export", "study-export", export_parser),
         ("trainables", "trainables-run", trial_parser),
     ]
 

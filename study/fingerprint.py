@@ -26,8 +26,9 @@ def _hash_files(paths: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def model_fingerprint(model: str) -> str:
-    """Content hash of a local model folder; a hub id stands for itself (pin a revision there).
+def model_fingerprint(model: str, revision: str | None = None) -> str:
+    """Content hash of a local model folder (which has no revisions: its files are what ran); a
+    hub id stands for itself, with the revision the study pinned (`hub:ID@REV`).
     The `tiny` model is built by the trials from the code, which `code_version` pins, and the
     driver does not build it (that would load torch)."""
     if model == TINY_MODEL:
@@ -37,7 +38,7 @@ def model_fingerprint(model: str) -> str:
     except Exception:  # reported properly when the trial loads the model
         return f"unresolved:{model}"
     if not resolved.is_dir():
-        return f"hub:{model}"
+        return f"hub:{model}" + (f"@{revision}" if revision else "")
     return "sha256:" + _hash_files([p for p in resolved.iterdir() if p.is_file()])
 
 

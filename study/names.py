@@ -35,6 +35,8 @@ STUDY_ARTIFACT = "study.yaml"  # on the study run: the study as it ran (profile,
 # MLflow artifacts: the folder of a trial run that holds its layer fingerprint
 # (trainables.measures.fingerprints.FILE_NAME), logged by study/tracking/artifacts.py
 FINGERPRINT_ARTIFACT = "fingerprint"
+# a completed confirm trial's tagger, a Hugging Face folder (study/export/ downloads it)
+MODEL_ARTIFACT = "model"
 FIXED_FROM_TAG = "fixed_from"  # on the study run: which study and seeds chose a fixed value
 TRAINABLE_TAG = "trainable"  # on the study run: tagger, or synthetic (never a finding)
 

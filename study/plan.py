@@ -57,6 +57,8 @@ def trial_config(
     the cores Ray gave them, unless the study fixes `threads` itself.
     """
     config: dict[str, Any] = {"model": spec.model, "data": spec.data}
+    if spec.model_revision:
+        config["model_revision"] = spec.model_revision
     if spec.synthetic:
         config["trainable"] = spec.trainable
     config.update(spec.fixed)

@@ -8,6 +8,7 @@ vocabulary.
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,16 +19,19 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray import tune
 
+from trainables.errors import ModelError
 from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.settings import TRIAL_CONFIG
 from trainables.settings.config import TrialConfig
 from trainables.settings.precision import FP32
-from trainables.training.trial_folder import FINAL_FILE, TrialFolder
+from trainables.training.trial_folder import FINAL_FILE, MODEL_FOLDER, TrialFolder
 
 if TYPE_CHECKING:
     from trainables.training.stages import StagedTrial
     from trainables.training.synthetic import SyntheticTrial
     from trainables.training.train import Trial
+
+log = logging.getLogger(__name__)
 
 # A study driver puts its one resolved precision in every trial config (study/precision.py).
 # A config without one was made before that, when a trial's default was fp32; a study saved
@@ -66,9 +70,10 @@ def train_tagger(config: dict[str, Any]) -> None:
     response surface (`trainables.settings.surface`); the name stays `train_tagger` because Tune
     saves it by name with every experiment.
 
-    The checkpoint of the final report holds only the final metrics (a few kB, not the
-    weights and optimizer state) and the layer fingerprint, which the driver's tracking
-    callback logs to MLflow: a finished trial needs nothing else, and with
+    The checkpoint of the final report holds only the final metrics, the layer fingerprint
+    and the trained tagger as a Hugging Face folder (weights as scored, no optimizer state),
+    which the driver's tracking callback logs to MLflow (the model of confirm trials only,
+    for study.export): a finished trial needs nothing else, and with
     `num_to_keep=1` Ray then drops the trial's last full checkpoint, so a study's storage
     holds full checkpoints only for trials still running or paused. A restored trial whose
     folder holds that final checkpoint (the driver died, or the storage went away, after the
@@ -101,6 +106,16 @@ def train_tagger(config: dict[str, Any]) -> None:
     for metrics in trial.run():
         with staged_checkpoint(trial, metrics) as directory:
             tune.report({**metrics, **stamp}, checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+def _save_model(trial: Trial | StagedTrial | SyntheticTrial, folder: Path) -> None:
+    """The trained tagger for the driver to log to a confirm trial's run (study.export); a
+    family that cannot be saved as a token classifier keeps none, and says so."""
+    try:
+        trial.save_model(folder)
+    except ModelError as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        log.warning("the trial keeps no model: %s", err)
 
 
 def _report_again(final: tune.Checkpoint, stamp: dict[str, Any]) -> None:
@@ -140,6 +155,7 @@ def staged_checkpoint(
                     (Path(directory) / FINAL_FILE).write_text(json.dumps(metrics))
                     if trial.fingerprint is not None:  # the driver logs it to MLflow
                         trial.fingerprint.save(Path(directory) / FINGERPRINT_FILE)
+                    _save_model(trial, Path(directory) / MODEL_FOLDER)
                 else:
                     trial.save(directory)
             except OSError:

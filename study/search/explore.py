@@ -40,7 +40,7 @@ from study.search.optuna_internals import live_trial
 from study.search.optuna_storage import study_name, write_arm
 from study.search.record import SampleRecord
 from study.search.saved import SavedSearcher
-from study.spec import StudySpec, finite_points
+from study.spec import StudySpec, finite_points, make_sampler
 from trainables.settings import first_line
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,8 @@ _storage_failed = False  # the Optuna storage failed once in this process: said 
 
 
 class ArmSearcher(SavedSearcher):
-    """Explore phase: per-arm seeded TPE samples, each run once per seed; owns the sample book.
+    """Explore phase: per-arm seeded Optuna samples (TPE unless the study's `sampler` says
+    otherwise), each run once per seed; owns the sample book.
 
     With `optuna_storage` (an RDB URL) and `optuna_prefix`, each arm's samples are also
     written there whenever Tune saves the searcher (`study.search.optuna_storage`)."""
@@ -77,9 +78,7 @@ class ArmSearcher(SavedSearcher):
         self._studies = {
             arm.id: optuna.create_study(
                 direction=direction,
-                sampler=optuna.samplers.TPESampler(
-                    seed=sampler_seed + arm.index, n_startup_trials=startup
-                ),
+                sampler=make_sampler(spec.explore.sampler, sampler_seed + arm.index, startup),
             )
             for arm in arms
         }

@@ -13,7 +13,7 @@ command line's `--set KEY=VALUE`), `paths` (files relative to the study file), `
 fixed, the value checks), `distributions` (the search kinds and their registry), `phases`
 (seeds, explore, confirm, the declared analysis), `arms` (each arm as a whole), `build`
 (`load_study` and the top-level settings), `validated` (the `StudySpec` it returns), `keys`
-(the keys a study file may hold).
+(the keys a study file may hold), `samplers` (the explore phase's Optuna samplers).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from study.spec.document import FieldPath, SpecError
 from study.spec.keys import FACTORS, SECTIONS, SET_AT_TOP, TOP_LEVEL_KEYS
 from study.spec.overrides import Override, check_same_overrides, parse_overrides
 from study.spec.reading import SEARCH_SPACES, display_path, known_studies
+from study.spec.samplers import DEFAULT_SAMPLER, SAMPLERS, make_sampler
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase, Metric, StudySpec
 
 # the names these two had when study.spec was one module; tests import them so
@@ -39,9 +40,9 @@ _display = display_path
 _model_config = model_config
 
 __all__ = [
-    "FACTORS", "KINDS", "SEARCH_SPACES", "SECTIONS", "SET_AT_TOP",
+    "DEFAULT_SAMPLER", "FACTORS", "KINDS", "SAMPLERS", "SEARCH_SPACES", "SECTIONS", "SET_AT_TOP",
     "TOP_LEVEL_KEYS", "AshaSettings", "Categorical", "ConfirmPhase", "Distribution",
     "ExplorePhase", "FieldPath", "IntRange", "LogUniform", "Metric", "Override", "SpecError",
     "StudySpec", "Uniform", "check_same_overrides", "display_path", "finite_points",
-    "known_studies", "load_study", "model_config", "parse_overrides",
+    "known_studies", "load_study", "make_sampler", "model_config", "parse_overrides",
 ]  # fmt: skip

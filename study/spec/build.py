@@ -98,7 +98,8 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
     description = _description(doc)
     folder = path.resolve().parent
     trainable, surface = trainable_setting(doc)
-    model = SYNTHETIC_MODEL if surface else model_location(doc, _model_name(doc), folder)
+    name, model_revision = (SYNTHETIC_MODEL, None) if surface else _model_name(doc)
+    model = SYNTHETIC_MODEL if surface else model_location(doc, name, folder)
     data = {} if surface else _data(doc, folder)
     metric = _metric(doc)
     shape = (
@@ -127,6 +128,7 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
         profile=doc.profile,
         description=description,
         model=model,
+        model_revision=model_revision,
         data=data,
         model_layers=shape.layers,
         model_heads=shape.heads,
@@ -157,14 +159,34 @@ def _description(doc: Doc) -> str:
     return value.strip()
 
 
-def _model_name(doc: Doc) -> str:
+# The keys of `model` as a mapping, with what they take and are for (docs/study-keys.md).
+MODEL_KEYS = {
+    "hf": "a hub id or a local folder: the model (the mapping form of `model: ID`)",
+    "revision": "a commit, tag or branch, as text: the hub revision every trial loads "
+    "(recorded in the fingerprint; a local folder is read as it is)",
+}
+
+
+def _model_name(doc: Doc) -> tuple[str, str | None]:
+    """The model's name or folder, and its hub revision where `{hf: ID, revision: REV}` gives
+    one (passed to from_pretrained; a local folder is read as it is, whatever it says)."""
     value = doc.data.get("model")
-    allowed = "'minilm', a local Hugging Face model folder or a hub id"
+    allowed = "'minilm', a local Hugging Face model folder, a hub id or {hf: ID, revision: REV}"
     if value is None:
         raise doc.missing(("model",), allowed)
+    revision = None
+    if isinstance(value, dict):
+        doc.check_keys(("model",), value, tuple(MODEL_KEYS))
+        revision = value.get("revision")
+        if revision is not None and (not isinstance(revision, str) or not revision.strip()):
+            raise doc.bad(("model", "revision"), revision, "a commit, tag or branch of the "
+                          "model, as text (quote a number)")  # fmt: skip
+        value = value.get("hf")
+        if value is None:
+            raise doc.missing(("model", "hf"), "the hub id or folder of the model")
     if not isinstance(value, str) or not value.strip():
         raise doc.bad(("model",), value, allowed)
-    return value.strip()
+    return value.strip(), revision.strip() if revision else None
 
 
 def _data(doc: Doc, folder: Path) -> dict:

@@ -42,6 +42,7 @@ SET_AT_TOP = {
     "metric": "metric",
     "trainable": "trainable",
     "model": "model",
+    "model_revision": "model",
     "data": "data",
     "seed": "seeds",
     "data_seed": "phases.confirm.data_seeds",

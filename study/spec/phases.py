@@ -14,6 +14,7 @@ from study.spec.distributions import Distribution
 from study.spec.document import Doc, FieldPath, count, is_int, show, suggest
 from study.spec.factors import Shape, check_value
 from study.spec.limits import MAX_TRIALS
+from study.spec.samplers import check_sampler
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase
 from trainables.settings import bool_word
 
@@ -28,6 +29,7 @@ EXPLORE_KEYS = {
     "seeds": "a count or a list of seeds (default: the rest of the pool): the seeds each "
     "sample trains on",
     "asha": "`{grace_period, reduction_factor}`: prune samples early with ASHA; absent: none",
+    "sampler": "`tpe` (default), `random` or `gp`: the Optuna sampler each arm's search uses",
 }
 ASHA_KEYS = {
     "grace_period": "a number > 0: epochs before the first pruning decision",
@@ -132,7 +134,7 @@ def _explore(
     if value is None:
         return None
     path = ("phases", "explore")
-    doc.mapping(path, value, "a mapping with samples, seeds and asha")
+    doc.mapping(path, value, "a mapping with samples, seeds, asha and sampler")
     doc.check_keys(path, value, tuple(EXPLORE_KEYS))
     if not search:
         raise doc.fail(path, "the explore phase samples the `search` factors, but `search` "
@@ -147,7 +149,8 @@ def _explore(
                       f"have {distinct} distinct values, and a sample drawn twice would only "
                       "repeat trials")  # fmt: skip
     phase_seeds = _phase_seeds(doc, (*path, "seeds"), value.get("seeds"), seeds, 0)
-    return ExplorePhase(samples, phase_seeds, _asha(doc, value.get("asha")))
+    sampler = check_sampler(doc, (*path, "sampler"), value.get("sampler"))
+    return ExplorePhase(samples, phase_seeds, _asha(doc, value.get("asha")), sampler)
 
 
 def _distinct_samples(search: dict[str, Distribution]) -> int | None:

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 from study.spec import distributions, phases, provenance
-from study.spec.build import METRIC_KEYS, RESOURCE_KEYS
+from study.spec.build import METRIC_KEYS, MODEL_KEYS, RESOURCE_KEYS
 from study.spec.factors import COMPARE_KEYS, HEADS_SHORTHAND
 from study.spec.keys import SET_AT_TOP, TOP_LEVEL
-from trainables.settings import value_keys, write_or_check
+from trainables.settings import keys_inside_values, write_or_check
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "study-keys.md"
 COMMAND = "python -m study.spec.reference"
@@ -40,9 +40,10 @@ sit inside those settings' values wherever they are given (`grid`, `fixed`, a tr
 
 def key_tables() -> dict[str, dict[str, str]]:
     """Where the keys sit (a path prefix) -> {key: what it takes and is for}, in page order."""
-    inside = value_keys()
+    inside = keys_inside_values()
     return {
         "": TOP_LEVEL,
+        "model.": MODEL_KEYS,
         "trainable.synthetic.": inside.pop("trainable.synthetic."),
         "data.": inside.pop("data."),
         "data.<split>.": inside.pop("data.<split>."),

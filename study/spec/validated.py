@@ -26,6 +26,7 @@ class ExplorePhase:
     samples: int
     seeds: tuple[int, ...]
     asha: AshaSettings | None
+    sampler: str = "tpe"  # an Optuna sampler's name in study/spec/samplers.py
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class StudySpec:
     analysis: Analysis = field(default_factory=Analysis)
     trainable: str | dict = TAGGER  # or {synthetic: {every surface option}}
     fixed_from: dict = field(default_factory=dict)  # fixed setting -> {study, seeds} chose it
+    model_revision: str | None = None  # `model: {hf: ID, revision: REV}`
 
     @property
     def synthetic(self) -> bool:

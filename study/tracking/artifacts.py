@@ -1,6 +1,7 @@
 """A finished trial's layer fingerprint, from its final checkpoint to an artifact of its MLflow
 trial run (`fingerprint/fingerprint.safetensors`), and back from there for the report
-(`read_fingerprints`).
+(`read_fingerprints`); likewise a confirm trial's trained tagger (`model/`, a Hugging Face
+folder), which study.export downloads.
 
 The trial writes the file into its final checkpoint (trials never talk to MLflow); the driver
 copies it out when the trial completes, while the checkpoint still exists (a finished phase
@@ -26,10 +27,10 @@ from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from study.names import FINGERPRINT_ARTIFACT
+from study.names import FINGERPRINT_ARTIFACT, MODEL_ARTIFACT
 from study.tracking.store import StudyTracker
 from trainables.settings import FINGERPRINT_FILE as FILE_NAME
-from trainables.settings import LayerFingerprint
+from trainables.settings import MODEL_FOLDER, LayerFingerprint
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,28 @@ def log_fingerprint(tracker: StudyTracker, run_id: str, local: Path) -> None:
     shutil.rmtree(local.parent, ignore_errors=True)
 
 
+def copy_model(checkpoint) -> Path | None:
+    """The Hugging Face folder of a Ray checkpoint copied into a new local temporary folder,
+    or None when the checkpoint holds none (a synthetic trial's)."""
+    if checkpoint is None:
+        return None
+    source = f"{checkpoint.path.rstrip('/')}/{MODEL_FOLDER}"
+    if checkpoint.filesystem.get_file_info(source).type != pafs.FileType.Directory:
+        return None
+    local = Path(tempfile.mkdtemp(prefix="model-")) / MODEL_FOLDER
+    local.mkdir()  # copy_files writes into a folder that is there
+    pafs.copy_files(source, str(local), source_filesystem=checkpoint.filesystem,
+                    destination_filesystem=pafs.LocalFileSystem())  # fmt: skip
+    return local
+
+
+def log_model(tracker: StudyTracker, run_id: str, local: Path) -> None:
+    """Log the copied folder to the trial run as `model/` (again after a restart: the same
+    files are written over), then remove the copy."""
+    tracker.client.log_artifacts(run_id, str(local), MODEL_ARTIFACT)
+    shutil.rmtree(local.parent, ignore_errors=True)
+
+
 def read_fingerprints(
     tracking_uri: str, runs: list[str], folder: Path
 ) -> dict[str, LayerFingerprint]:
@@ -66,7 +89,7 @@ def read_fingerprints(
     upload was lost while the store was down) is left out, and the report counts what it
     compared."""
     client, out = MlflowClient(tracking_uri), {}
-    with _no_progress_bars():
+    with no_progress_bars():
         for run in runs:
             fingerprint = _download(client, run, folder)
             if fingerprint is not None:
@@ -75,7 +98,7 @@ def read_fingerprints(
 
 
 @contextlib.contextmanager
-def _no_progress_bars() -> Iterator[None]:
+def no_progress_bars() -> Iterator[None]:
     """MLflow draws a progress bar on stderr for every file it downloads."""
     name = MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR.name
     before = os.environ.get(name)

@@ -14,11 +14,12 @@ from ray.tune import Callback
 
 from study.analysis import Analysis
 from study.names import (
+    CONFIRM,
     STUDY_TAGS,
     TRIAL_CONFIG,
 )
 from study.plan import trial_key
-from study.tracking.artifacts import copy_fingerprint, log_fingerprint
+from study.tracking.artifacts import copy_fingerprint, copy_model, log_fingerprint, log_model
 from study.tracking.store import (
     DRAIN_S,
     MAX_BATCH,
@@ -178,6 +179,8 @@ class MlflowTrackingCallback(Callback):
             tags["failures"] = failures
         if status == "completed" and result.get("fingerprint_bytes"):
             self._keep_fingerprint(trial)
+        if status == "completed" and trial.config[STUDY_TAGS].get("phase") == CONFIRM:
+            self._keep_model(trial)
         self._write(lambda: self._record_end(trial, tags, STATUS_RUN[status]))
         study = trial.config[STUDY_TAGS]
         value = result.get(self.metric, float("nan"))
@@ -208,6 +211,18 @@ class MlflowTrackingCallback(Callback):
                         trial.trial_id)  # fmt: skip
             return
         self._write(lambda: log_fingerprint(self.tracker, self._run_of(trial), local))
+
+    def _keep_model(self, trial) -> None:
+        """Copy a confirm trial's trained tagger out of its final checkpoint now (the phase
+        deletes checkpoints when it ends), and queue its upload: study.export reads it."""
+        try:
+            local = copy_model(getattr(trial, "checkpoint", None))
+        except OSError as err:  # the trial's results stand without it; say so
+            log.warning("trial %s: could not read its model: %s", trial.trial_id,
+                        first_line(err, 300))  # fmt: skip
+            return
+        if local is not None:
+            self._write(lambda: log_model(self.tracker, self._run_of(trial), local))
 
     def _record_end(self, trial, tags: dict[str, Any], run_status: str) -> None:
         run_id = self._run_of(trial)

@@ -85,7 +85,9 @@ def open_study_runs(
         "code_version": code_version(),
         TRAINABLE_TAG: kind,
         "model": spec.model,
-        "model_fingerprint": kind if spec.synthetic else model_fingerprint(spec.model),
+        "model_fingerprint": kind
+        if spec.synthetic
+        else model_fingerprint(spec.model, spec.model_revision),
         "data_fingerprint": kind if spec.synthetic else data_fingerprint(spec.data),
         PRECISION_KEY: resolved_precision(spec),  # the one of every trial (study/precision.py)
         "study_file": str(spec.path),

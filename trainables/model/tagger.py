@@ -36,9 +36,9 @@ from trainables.settings.model_source import (  # noqa: F401 - EMBEDDED_MODEL re
 IGNORE_INDEX = -100
 
 
-def _load_config(resolved: str, name: str) -> PretrainedConfig:
+def _load_config(resolved: str, name: str, revision: str | None) -> PretrainedConfig:
     try:
-        return AutoConfig.from_pretrained(resolved)
+        return AutoConfig.from_pretrained(resolved, revision=revision)
     except (OSError, ValueError, KeyError) as err:
         raise ModelError(f"cannot load the config of model {name!r}: {first_line(err)}") from err
 
@@ -51,7 +51,7 @@ def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Loading a checkpoint that has a pooler into an encoder without one is intended here;
     transformers reports the unused pooler weights as a warning table on every load."""
     previous, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
@@ -65,10 +65,14 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
-def _load_model(resolved: str, name: str, config: PretrainedConfig) -> PreTrainedModel:
+def _load_model(
+    resolved: str, name: str, config: PretrainedConfig, revision: str | None
+) -> PreTrainedModel:
     try:
-        with _quiet_transformers():
-            return AutoModel.from_pretrained(resolved, config=config, **_model_kwargs(config))
+        with quiet_transformers():
+            return AutoModel.from_pretrained(
+                resolved, config=config, revision=revision, **_model_kwargs(config)
+            )
     except (OSError, ValueError, KeyError) as err:
         raise ModelError(f"cannot load the weights of model {name!r}: {first_line(err)}") from err
 
@@ -78,10 +82,12 @@ def _load_model(resolved: str, name: str, config: PretrainedConfig) -> PreTraine
 NEEDS_PREFIX_SPACE = ("roberta",)
 
 
-def _load_tokenizer(resolved: str, name: str, model_type: str) -> PreTrainedTokenizerBase:
+def _load_tokenizer(
+    resolved: str, name: str, model_type: str, revision: str | None
+) -> PreTrainedTokenizerBase:
     kwargs = {"add_prefix_space": True} if model_type in NEEDS_PREFIX_SPACE else {}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(resolved, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(resolved, revision=revision, **kwargs)
     except (OSError, ValueError, KeyError) as err:
         raise ModelError(f"cannot load the tokenizer of model {name!r}: {first_line(err)}") from err
     if not getattr(tokenizer, "is_fast", False):
@@ -114,14 +120,18 @@ def model_folder(name_or_path: str) -> str:
     return resolve_model(name_or_path)
 
 
-def load_encoder(name_or_path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_encoder(
+    name_or_path: str, revision: str | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a bare encoder and its fast tokenizer, rejecting unsupported families before the
-    (possibly large) weights are read, and turning loader failures into one-line user errors."""
+    (possibly large) weights are read, and turning loader failures into one-line user errors.
+    `revision` pins a hub model's commit, tag or branch; transformers reads a local folder as
+    it is and ignores it."""
     resolved = model_folder(name_or_path)
-    config = _load_config(resolved, name_or_path)
+    config = _load_config(resolved, name_or_path, revision)
     surgery.check_model_type(config.model_type)
-    model = _load_model(resolved, name_or_path, config)
-    tokenizer = _load_tokenizer(resolved, name_or_path, config.model_type)
+    model = _load_model(resolved, name_or_path, config, revision)
+    tokenizer = _load_tokenizer(resolved, name_or_path, config.model_type, revision)
     return model, tokenizer
 
 
@@ -213,6 +223,7 @@ def build_tagger(
     *,
     generator: torch.Generator,
     architecture: Architecture | None = None,
+    revision: str | None = None,
 ) -> tuple[Tagger, PreTrainedTokenizerBase]:
     """Build one study arm from its `architecture` (`TrialConfig.architecture()`; None: the
     defaults). Surgery and head init draw from `generator` in a fixed order (truncate,
@@ -224,7 +235,7 @@ def build_tagger(
     the whole encoder and keeps it in eval mode.
     """
     arch = TrialConfig().architecture() if architecture is None else architecture
-    encoder, tokenizer = load_encoder(model)
+    encoder, tokenizer = load_encoder(model, revision)
     if arch.depth is not None:
         surgery.truncate(encoder, arch.depth)
     if arch.reinit_from is not None:

@@ -78,7 +78,8 @@ from trainables.settings.stage_config import (
     stage_prefix,
 )
 from trainables.settings.surface import SYNTHETIC, TAGGER, Surface, check_option
-from trainables.settings.value_keys import value_keys
+from trainables.settings.value_keys import keys_inside_values
+from trainables.training.trial_folder import MODEL_FOLDER
 from trainables.yaml_reading import Loader, YamlLimitError, bool_word, parse_value
 
 # the key of a Ray Tune trial's config under which the driver puts the trial's settings, and
@@ -89,6 +90,7 @@ __all__ = [
     "BUDGET",
     "FIXED_ONLY",
     "LAYER_FIELDS",
+    "MODEL_FOLDER",
     "Architecture",
     "Budget",
     "BudgetError",
@@ -133,7 +135,7 @@ __all__ = [
     "UserInputError",
     "bool_word",
     "check_option",
-    "value_keys",
+    "keys_inside_values",
     "compare_pairs",
     "data_inputs",
     "first_line",

@@ -84,6 +84,12 @@ class TrialConfig:
     model: str = setting(
         "minilm", "text", "the encoder: a known name (`minilm`, `tiny`, ...), a hub id or a folder"
     )
+    model_revision: str | None = setting(
+        None,
+        "text",
+        "the hub revision (commit, tag or branch) of `model`, from the study's `model: {hf: ID, "
+        "revision: REV}`; a local folder is read as it is",
+    )
     data: dict[str, Any] = setting(
         {"embedded": "wnut16"},
         "mapping",

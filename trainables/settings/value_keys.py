@@ -24,7 +24,7 @@ def _surface_options() -> dict[str, str]:
     return options
 
 
-def value_keys() -> dict[str, dict[str, str]]:
+def keys_inside_values() -> dict[str, dict[str, str]]:
     """Where the keys sit (a path prefix as the reference shows it) -> {key: description}."""
     corpora = {key: kind.entry_keys[key] for key, kind in CORPUS_KINDS.items()}
     entries = {k: text for kind in SPLIT_KINDS.values() for k, text in kind.entry_keys.items()}

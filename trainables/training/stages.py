@@ -235,6 +235,10 @@ class StagedTrial:
         state["spent"] = self.spent
         (directory / STATE_FILE).write_text(json.dumps(state))
 
+    def save_model(self, folder: str | Path) -> None:
+        """The target's tagger, as it was scored at the end."""
+        self.target.save_model(folder)
+
     def restore(self, directory: str | Path) -> None:
         directory = Path(directory)
         saved = directory / STATE_FILE

@@ -158,6 +158,9 @@ class SyntheticTrial:
     def checkpoint_bytes(self) -> int:
         return 4096
 
+    def save_model(self, folder: str | Path) -> None:
+        """No model: a response surface has no weights to keep."""
+
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)

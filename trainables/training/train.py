@@ -85,6 +85,7 @@ def _build_model(
         num_labels,
         generator=generator,
         architecture=cfg.architecture(),
+        revision=cfg.model_revision,
     )
     model.to(device)
     return model, tokenizer
@@ -354,7 +355,7 @@ class Trial:
         plus `dynamics_s`, its cost in seconds (the budget is 10% of a trial)."""
         started = time.perf_counter()
         if self._reference is None:
-            self._reference, _ = load_encoder(self.cfg.model)
+            self._reference, _ = load_encoder(self.cfg.model, self.cfg.model_revision)
             self._reference.to(self.device)
         values = dynamics.layer_dynamics(self.model.encoder, self._reference, self.dynamics_sample)
         out = {
@@ -401,6 +402,13 @@ class Trial:
         torch.save(state, directory / STATE_FILE)
         if self.fingerprint is not None:
             self.fingerprint.save(directory / FINGERPRINT_FILE)
+
+    def save_model(self, folder: str | Path) -> None:
+        """The tagger as it was scored at the end (under until_plateau, the best evaluation's
+        weights), as a Hugging Face folder with its tokenizer and label map."""
+        from trainables.model.export import save_hf_folder
+
+        save_hf_folder(self.model, self.tokenizer, self.label_map, folder)
 
     def restore(self, directory: str | Path) -> None:
         directory = Path(directory)

@@ -18,6 +18,8 @@ import pyarrow.fs
 # how Tune names the folder of each checkpoint it keeps in a trial's folder (zero-padded index)
 CHECKPOINT_PREFIX = "checkpoint_"
 FINAL_FILE = "final_result.json"
+# the final checkpoint's Hugging Face folder of the trained tagger (trainables/model/export.py)
+MODEL_FOLDER = "model"
 
 
 class TrialFolder:

@@ -49,6 +49,11 @@ BAD = [
      "phases.explore.samples: 0 is not allowed: Optuna samples per arm", "samples: 0"),
     ("asha reduction factor", {"phases.explore.asha.reduction_factor": 1},
      "phases.explore.asha.reduction_factor: 1 is not allowed", "reduction_factor: 1"),
+    ("sampler misspelt", {"phases.explore.sampler": "tpee"},
+     "phases.explore.sampler: 'tpee' is not an Optuna sampler here (did you mean 'tpe'?); one "
+     "of tpe, random, gp (default tpe)", "sampler: tpee"),
+    ("sampler not a name", {"phases.explore.sampler": 3},
+     "phases.explore.sampler: 3 is not an Optuna sampler here; one of tpe", "sampler: 3"),
     ("asha missing grace", drop("phases.explore.asha.grace_period"),
      "phases.explore.asha.grace_period is missing", "asha:"),
 ]  # fmt: skip

@@ -370,3 +370,24 @@ def test_reads_reference_wikiann_en_dev_without_language_prefixes():
     sentences = read_conll(shared_corpus("wikiann/en/dev.txt"), strip_lang_prefix=True)
     assert len(sentences) == 10000
     assert not any(w.startswith("en:") for s in sentences for w in s.words)
+
+
+def test_a_dataset_revision_is_passed_to_load_dataset_and_recorded(saved_datasets, monkeypatch):
+    """`revision` reaches `datasets.load_dataset` (the real one, recorded on the way), a local
+    folder is read as it is whatever the revision says, and the revision is in the name the
+    data fingerprint records; one that is not text is refused in one line."""
+    import datasets
+
+    from trainables.data.sources.huggingface import HuggingFaceSource
+    from trainables.errors import DataError
+
+    calls, real = [], datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: calls.append(k) or real(*a, **k))
+    path = str(saved_datasets["jsonl"])
+    source = HuggingFaceSource.from_entry({"hf": path, "revision": "v1.0"}, "train")
+    assert [pairs(s) for s in source.sentences()] == [[("Ann", "B-PER")]]
+    assert calls[-1]["revision"] == "v1.0"
+    assert source.recorded_names() == [f"hf:{path}@v1.0"]
+    assert HuggingFaceSource.from_entry({"hf": path}, "train").recorded_names() == [f"hf:{path}"]
+    with pytest.raises(DataError, match=r"^data.train.revision: 3 is not allowed: a commit"):
+        HuggingFaceSource.from_entry({"hf": path, "revision": 3}, "train")

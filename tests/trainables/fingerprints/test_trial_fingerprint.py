@@ -13,6 +13,7 @@ from trainables.measures.fingerprints import FILE_NAME, LayerFingerprint
 from trainables.measures.fingerprints.compare import compare
 from trainables.settings.config import TrialConfig
 from trainables.training.train import Trial
+from trainables.training.trial_folder import MODEL_FOLDER
 from trainables.tune_adapter import FINAL_FILE, staged_checkpoint
 
 BLOCKS = 3  # the tiny model of conftest
@@ -47,7 +48,8 @@ def test_the_final_state_and_the_final_tune_checkpoint_hold_it(trial_settings, t
     assert compare(saved, trial.fingerprint)["cka"] == [1.0] * (BLOCKS + 1)
     with staged_checkpoint(trial, final) as directory:
         files = {p.name for p in Path(directory).iterdir()}
-        assert files == {FINAL_FILE, FILE_NAME}  # no weights: a finished trial needs none
+        # no optimizer state, which a finished trial needs no more; its model for study.export
+        assert files == {FINAL_FILE, FILE_NAME, MODEL_FOLDER}
         assert LayerFingerprint.load(Path(directory) / FILE_NAME).nbytes == trial.fingerprint.nbytes
 
 

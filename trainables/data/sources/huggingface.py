@@ -1,4 +1,9 @@
-"""Hugging Face datasets: `{hf: NAME_OR_PATH, split:, config:, tokens_column:, tags_column:}`.
+"""Hugging Face datasets: `{hf: NAME_OR_PATH, split:, config:, tokens_column:, tags_column:,
+revision:}`.
+
+`revision` (a commit, tag or branch of a hub dataset) is passed to `load_dataset(revision=)`
+and recorded in the data fingerprint; a local folder has no revisions, and datasets reads it
+as it is whatever the revision says.
 
 A name is loaded with `datasets.load_dataset` (where a hub is reachable), a folder written by
 `save_to_disk` with `load_from_disk`, any other folder as a data-files dataset. Whatever the
@@ -29,6 +34,8 @@ class HuggingFaceSource(SplitSource):
         "config": "a configuration name: the dataset's configuration (e.g. a WikiANN language)",
         "tokens_column": "a column name (default `tokens`): the words of each sentence",
         "tags_column": "a column name (default `ner_tags`): the tags, as class ids or strings",
+        "revision": "a commit, tag or branch, as text: the hub revision of the dataset "
+        "(recorded in the fingerprint; a local folder is read as it is)",
     }
 
     name: str
@@ -37,9 +44,14 @@ class HuggingFaceSource(SplitSource):
     tags_column: str = "ner_tags"
     config_name: str | None = None
     where: str = field(default="", compare=False)  # the study field, for messages
+    revision: str | None = None
 
     @classmethod
     def from_entry(cls, entry: Any, where: str) -> HuggingFaceSource:
+        revision = entry.get("revision")
+        if revision is not None and not isinstance(revision, str):
+            raise DataError(f"data.{where}.revision: {revision!r} is not allowed: a commit, tag "
+                            "or branch of the dataset, as text (quote a number)")  # fmt: skip
         return cls(
             entry["hf"],
             entry.get("split", "train"),
@@ -47,6 +59,7 @@ class HuggingFaceSource(SplitSource):
             entry.get("tags_column", "ner_tags"),
             entry.get("config"),
             where,
+            revision,
         )
 
     def sentences(self) -> list[TaggedSentence]:
@@ -57,12 +70,13 @@ class HuggingFaceSource(SplitSource):
                 tokens_column=self.tokens_column,
                 tags_column=self.tags_column,
                 config_name=self.config_name,
+                revision=self.revision,
             )
         except DataError as err:  # name the study field too: several splits may share a name
             raise DataError(f"data.{self.where}.hf: {err}") from None
 
     def recorded_names(self) -> list[str]:
-        return [f"hf:{self.name}"]
+        return [f"hf:{self.name}" + (f"@{self.revision}" if self.revision else "")]
 
 
 def load_hf_dataset(
@@ -72,6 +86,7 @@ def load_hf_dataset(
     tokens_column: str = "tokens",
     tags_column: str = "ner_tags",
     config_name: str | None = None,
+    revision: str | None = None,
 ) -> list[TaggedSentence]:
     """Read one split of a Hugging Face dataset (hub name or local folder) as sentences.
 
@@ -79,7 +94,7 @@ def load_hf_dataset(
     conll2003 work as published; `-DOCSTART-` rows are dropped, as in `read_conll`, so both
     routes to the same corpus give the same sentences.
     """
-    dataset = _pick_split(_open_dataset(name_or_path, config_name), name_or_path, split)
+    dataset = _pick_split(_open_dataset(name_or_path, config_name, revision), name_or_path, split)
     where = f"{name_or_path}[{split}]"
     missing = [c for c in (tokens_column, tags_column) if c not in dataset.column_names]
     if missing:
@@ -103,14 +118,14 @@ def _is_saved_to_disk(folder: Path) -> bool:
     return (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file()
 
 
-def _open_dataset(name_or_path: str, config_name: str | None) -> Any:
+def _open_dataset(name_or_path: str, config_name: str | None, revision: str | None) -> Any:
     import datasets  # deferred: importing datasets costs about a second
 
     local = Path(name_or_path).expanduser()
     try:
         if local.is_dir() and _is_saved_to_disk(local):
             return datasets.load_from_disk(str(local))
-        return datasets.load_dataset(name_or_path, config_name)
+        return datasets.load_dataset(name_or_path, config_name, revision=revision)
     except Exception as err:  # datasets raises many unrelated types; the user needs one line
         hint = "" if local.exists() else " (no local folder of that name either)"
         raise DataError(f"cannot load dataset {name_or_path!r}: {_reason(err)}{hint}") from err

@@ -1,0 +1,10 @@
+"""`python -m study.export`: a confirm trial's trained tagger out of MLflow as a Hugging Face
+folder that `AutoModelForTokenClassification.from_pretrained` reloads.
+
+- `choose`: which trial run an `--arm`/`--seed` or `--best` names, refused in one line when
+  none or several do;
+- `__main__`: the command line, which downloads that run's `model/` artifact.
+
+Nothing is imported here, and nothing of torch anywhere: the folder was written by the trial
+(trainables/model/export.py) and logged by the driver (study/tracking/artifacts.py).
+"""

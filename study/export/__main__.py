@@ -1,0 +1,126 @@
+"""`python -m study.export NAME --arm ARM --seed N`: a confirm trial's trained tagger as a
+Hugging Face folder (config with id2label/label2id, weights, tokenizer).
+
+    python -m study.export ner_depth --arm depth=full-1 --seed 3 --out models/full-1-s3
+    python -m study.export ner_depth --best          # the best confirm trial by the study metric
+
+The trial wrote the folder into its final checkpoint and the driver logged it to the trial's
+MLflow run as `model/` (study/tracking/artifacts.py); this command finds the run
+(study/export/choose.py) and downloads that folder, into a temporary folder beside `--out`
+that is renamed into place whole.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from study.export.choose import ChosenTrial, choose_trial
+from study.names import MODEL_ARTIFACT, tracking_uri
+from study.tracking.artifacts import no_progress_bars
+from study.tracking.reading import load_study_record
+from trainables.settings import EXIT_BAD_INPUT, OneLineParser, UserInputError, exit_codes, joined
+
+EXAMPLES = """examples:
+  python -m study.export ner_depth --arm depth=full-1 --seed 3
+  python -m study.export ner_depth --best --out models/best
+  python -m study.export ner_depth --best --arm depth=6   # the best seed of one arm
+
+The folder reloads with AutoModelForTokenClassification.from_pretrained(FOLDER) and
+AutoTokenizer.from_pretrained(FOLDER). The same command is installed as `study-export`."""
+
+
+def build_parser() -> OneLineParser:
+    """The command line, with examples and exit codes in its help."""
+    parser = OneLineParser(
+        prog="python -m study.export",
+        description="Write a confirm trial's trained tagger as a Hugging Face folder: its "
+        "weights as the trial\nscored them (under until_plateau, the best evaluation's), its "
+        "tokenizer and its label map.",
+        epilog=EXAMPLES + "\n\n" + exit_codes({
+            0: "the folder is written",
+            2: "bad input: no such store, study, run, arm or seed, a trial without a kept "
+            "model, or --out not empty; one line",
+        }),
+    )  # fmt: skip
+    parser.add_argument("study", help="study name (the MLflow experiment)")
+    parser.add_argument("--arm", metavar="ARM", help="the arm, as the report names it")
+    parser.add_argument("--seed", type=int, metavar="N", help="the confirm seed")
+    parser.add_argument("--best", action="store_true",
+                        help="the completed confirm trial (of --arm, if given) with the best "
+                        "study metric (its `metric:`, a dev metric, dev_f1 by default; never "
+                        "test); ties to the lower seed")  # fmt: skip
+    parser.add_argument("--out", metavar="FOLDER",
+                        help="the folder to write, new or empty "
+                        "(default models/<study>/<arm>-seed<N>)")  # fmt: skip
+    parser.add_argument("--tracking-uri", metavar="URI",
+                        help="MLflow tracking URI (default sqlite:///mlflow.db)")  # fmt: skip
+    parser.add_argument("--run-id", metavar="RUN",
+                        help="the study run (default: the newest finished one)")  # fmt: skip
+    return parser
+
+
+def default_folder(study: str, chosen: ChosenTrial) -> Path:
+    return Path("models") / study / f"{chosen.arm.replace('/', '_')}-seed{chosen.seed}"
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserInputError(f"--out {out} exists and is not an empty folder")
+
+
+def download_model(uri: str, chosen: ChosenTrial, out: Path) -> None:
+    """The run's `model/` artifact into `out`, whole or not at all."""
+    _check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        try:
+            with no_progress_bars():
+                local = MlflowClient(uri).download_artifacts(chosen.run_id, MODEL_ARTIFACT,
+                                                             str(staging))  # fmt: skip
+        except (MlflowException, OSError) as err:
+            raise UserInputError(
+                f"trial run {chosen.run_id} (arm {chosen.arm}, seed {chosen.seed}) kept no "
+                f"model: its study ran before confirm trials kept theirs, or its upload was "
+                f"lost ({joined(err)[:200]})"
+            ) from err
+        if not (Path(local) / "config.json").is_file():
+            raise UserInputError(f"trial run {chosen.run_id} kept no model (no config.json)")
+        if out.exists():
+            out.rmdir()
+        Path(local).rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    uri = tracking_uri(args.tracking_uri)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        print(f"error: no MLflow store at {uri}; run the study first", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.best == (args.seed is not None):
+        print("error: name the trial with --arm ARM --seed N, or use --best (optionally with "
+              "--arm)", file=sys.stderr)  # fmt: skip
+        return EXIT_BAD_INPUT
+    try:
+        record = load_study_record(uri, args.study, args.run_id)
+        chosen = choose_trial(record, args.arm, args.seed, args.best)
+        out = Path(args.out) if args.out else default_folder(args.study, chosen)
+        download_model(uri, chosen, out)
+    except UserInputError as err:
+        print(f"error: {joined(err)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"exported arm {chosen.arm} seed {chosen.seed} ({chosen.metric} {chosen.value:.4f}, "
+          f"trial run {chosen.run_id}) to {out}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The Optuna samplers an explore phase may draw its samples with (`phases.explore.sampler`),
+each made seeded per arm; TPE unless the study says otherwise.
+
+CMA-ES is not offered: Optuna's CmaEsSampler needs the `cmaes` package, which the project
+does not install. GP (Optuna's GPSampler) runs on torch and scipy, both installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+
+from study.spec.document import Doc, FieldPath, show, suggest
+
+DEFAULT_SAMPLER = "tpe"
+# name -> the sampler, from its seed and its count of random start-up draws
+SAMPLERS: dict[str, Callable[[int, int], optuna.samplers.BaseSampler]] = {
+    "tpe": lambda seed, startup: optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup),
+    "random": lambda seed, startup: optuna.samplers.RandomSampler(seed=seed),
+    "gp": lambda seed, startup: optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup),
+}
+
+
+def make_sampler(name: str, seed: int, startup: int) -> optuna.samplers.BaseSampler:
+    """The named sampler, seeded; `startup` random draws first where it takes them."""
+    return SAMPLERS[name](seed, startup)
+
+
+def check_sampler(doc: Doc, path: FieldPath, value: Any) -> str:
+    """The explore phase's sampler name, the default where none is given."""
+    if value is None:
+        return DEFAULT_SAMPLER
+    if not isinstance(value, str) or value not in SAMPLERS:
+        hint = suggest(value, tuple(SAMPLERS)) if isinstance(value, str) else ""
+        raise doc.fail(path, f"{show(value)} is not an Optuna sampler here{hint}; one of "
+                       f"{', '.join(SAMPLERS)} (default {DEFAULT_SAMPLER})")  # fmt: skip
+    return value

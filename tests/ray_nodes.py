@@ -96,6 +96,14 @@ class RayCluster:
     def add_node(self, num_cpus: float = 1, resources: dict | None = None) -> Node:
         return self._start(f"w{len(self.nodes)}", ["--address", self.address], num_cpus, resources)
 
+    def start_head_and_workers(self, workers: int, num_cpus: float) -> list[Node]:
+        """A head without CPUs (the node a driver attaches to, so that no trial runs beside
+        it) and `workers` worker nodes of `num_cpus` each, all up; the worker nodes."""
+        self.start_head(num_cpus=0)
+        nodes = [self.add_node(num_cpus=num_cpus) for _ in range(workers)]
+        self.wait_for_nodes(workers + 1)
+        return nodes
+
     def alive_nodes(self) -> dict[str, str]:
         """Node id of each live node, by the temp dir its raylet's socket is in."""
         probe = (

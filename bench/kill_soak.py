@@ -59,6 +59,7 @@ ray_nodes = suite_helper("ray_nodes")
 study_helpers = suite_helper("study_helpers")
 
 STUDY = "killsoak"
+NAMES = ("soak", "reference")  # the folders of the two runs
 DEPTHS = [12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]  # one arm each
 FINISHED_LINE = b"study.tracking.callback: trial finished: "
 # the report's tables compared with the reference's, and their columns that name one run's
@@ -81,7 +82,7 @@ DOUBLED = """SELECT count(*) FROM (SELECT run_uuid, step FROM metrics WHERE key 
     GROUP BY run_uuid, step HAVING count(*) > 1)"""
 
 
-def study_file(trials: int, arms: int, folder: Path, step_s: float) -> Path:
+def study_file(trials: int, arms: int, folder: Path, step_s: float, epochs: int) -> Path:
     """`arms` depths, each on `trials / arms` seeds (rounded up), confirm only."""
     if not 2 <= arms <= len(DEPTHS):
         sys.exit(f"--arms {arms}: expected 2..{len(DEPTHS)}")
@@ -93,7 +94,7 @@ def study_file(trials: int, arms: int, folder: Path, step_s: float) -> Path:
         "grid": {"depth": DEPTHS[:arms]},
         # each arm against the full depth: fewer comparisons than all pairs, a shorter report
         "compare": {"baseline": {"depth": DEPTHS[0]}},
-        "fixed": {"epochs": 2, "lr": 5.0e-5},
+        "fixed": {"epochs": epochs, "lr": 5.0e-5},
         "seeds": seeds,
         "phases": {"confirm": {"select": [{}], "seeds": seeds}},
         "resources": {"cpu": 1},
@@ -389,15 +390,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seeds the kill moments")
     parser.add_argument("--nodes", type=int, default=3, help="worker nodes of 2 CPUs each")
     parser.add_argument("--no-node-loss", action="store_true", help="kill no worker node")
+    parser.add_argument("--epochs", type=int, default=2,
+                        help="evaluations per trial, each with a checkpoint")  # fmt: skip
     parser.add_argument("--step-s", type=float, default=0.01, help="seconds per trial step")
     parser.add_argument("--max-resumes", type=int, default=3,
                         help="resumes after the last kill before giving up")  # fmt: skip
     parser.add_argument("--worker-nice", type=int,
                         help="niceness of Ray's worker processes (Ray's default: 15)")  # fmt: skip
     parser.add_argument("--keep", help="keep the runs' folders here (default: removed)")
+    parser.add_argument("--check", metavar="FOLDER",
+                        help="only count and compare what a --keep run left there")  # fmt: skip
     args = parser.parse_args(argv)
     if args.kills < 1 or args.nodes < 1 + (not args.no_node_loss):
         parser.error("need --kills >= 1 and a node left after the node loss")
+    if args.check:
+        root = Path(args.check)
+        planned = planned_trials(root / "soak" / f"{STUDY}.yaml")
+        return check(root, planned, Soak(), "(--check)", 0.0, time.monotonic())
     root = Path(args.keep or tempfile.mkdtemp(prefix="kill-soak-"))
     root.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
@@ -415,8 +424,9 @@ def main(argv: list[str] | None = None) -> int:
                      f"driver's) and {args.nodes} worker nodes of 2 CPUs; the uninterrupted "
                      "reference beside it on its own head and 1 worker node of 2 CPUs")  # fmt: skip
             print(setup, flush=True)
+            size = (args.trials, args.arms)
             drivers = {
-                name: Driver(study_file(args.trials, args.arms, root / name, args.step_s),
+                name: Driver(study_file(*size, root / name, args.step_s, args.epochs),
                              root / name, clusters[name])
                 for name in clusters
             }  # fmt: skip
@@ -440,37 +450,42 @@ def main(argv: list[str] | None = None) -> int:
             print(f"the reference run failed (exit {reference.get('exit_code')}); see "
                   f"{drivers['reference'].log}")  # fmt: skip
             return 1
-        reference_driver = drivers["reference"]
-        found = audit(drivers["soak"].uri, planned)
-        expected = audit(reference_driver.uri, planned)
-        differences = table_differences(
-            drivers["soak"].report_folder(), reference_driver.report_folder()
-        )
-        finals_differ = sum(
-            1 for key, value in found.finals.items()
-            if not np.allclose(value, expected.finals.get(key, (np.nan, np.nan)), rtol=1e-9)
-        )  # fmt: skip
-        equal = not differences and not finals_differ and not expected.lost
-        total = time.monotonic() - started
-        print(f"\nkills: {outcome.kills}\nresumes: {outcome.resumes}\n"
-              f"node losses: {outcome.node_losses}\ntrials planned: {found.planned}\n"
-              f"trials in MLflow: {found.in_mlflow}\nduplicates: {found.duplicates}\n"
-              f"lost: {found.lost}\nRUNNING left: {found.running}\n"
-              f"evaluations logged twice: {found.doubled_evaluations}\n"
-              f"final metrics unlike the reference's: {finals_differ}\n"
-              f"report equal: {'yes' if equal else 'no'}\nsetup: {setup}\n"
-              f"wall time: soak {outcome.wall_s:.0f} s, reference {reference['wall_s']:.0f} s, "
-              f"in all {total:.0f} s")  # fmt: skip
-        for line in differences:
-            print(f"  report difference: {line}")
-        if outcome.failed:
-            print(f"soak failed: {outcome.failed}")
-        ok = not outcome.failed and equal and found.lost == found.duplicates == found.running == 0
-        ok = ok and found.doubled_evaluations == 0
-        return 0 if ok else 1
+        return check(root, planned, outcome, setup, reference["wall_s"], started)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def check(root: Path, planned: set[str], outcome: Soak, setup: str, reference_s: float,
+          started: float) -> int:  # fmt: skip
+    """Print the counts; 0 when nothing is lost, duplicated or left RUNNING and the report
+    equals the reference's."""
+    soak_uri, reference_uri = (f"sqlite:///{root / name / 'mlflow.db'}" for name in NAMES)
+    found = audit(soak_uri, planned)
+    expected = audit(reference_uri, planned)
+    differences = table_differences(*(root / name / "reports" / STUDY for name in NAMES))
+    finals_differ = sum(
+        1 for key, value in found.finals.items()
+        if not np.allclose(value, expected.finals.get(key, (np.nan, np.nan)), rtol=1e-9)
+    )  # fmt: skip
+    equal = not differences and not finals_differ and not expected.lost
+    total = time.monotonic() - started
+    print(f"\nkills: {outcome.kills}\nresumes: {outcome.resumes}\n"
+          f"node losses: {outcome.node_losses}\ntrials planned: {found.planned}\n"
+          f"trials in MLflow: {found.in_mlflow}\nduplicates: {found.duplicates}\n"
+          f"lost: {found.lost}\nRUNNING left: {found.running}\n"
+          f"evaluations logged twice: {found.doubled_evaluations}\n"
+          f"final metrics unlike the reference's: {finals_differ}\n"
+          f"report equal: {'yes' if equal else 'no'}\nsetup: {setup}\n"
+          f"wall time: soak {outcome.wall_s:.0f} s, reference {reference_s:.0f} s, "
+          f"in all {total:.0f} s")  # fmt: skip
+    for line in differences:
+        print(f"  report difference: {line}")
+    if outcome.failed:
+        print(f"soak failed: {outcome.failed}")
+    ok = not outcome.failed and equal and found.lost == found.duplicates == found.running == 0
+    ok = ok and found.doubled_evaluations == 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -98,10 +98,14 @@ class RayCluster:
 
     def start_head_and_workers(self, workers: int, num_cpus: float) -> list[Node]:
         """A head without CPUs (the node a driver attaches to, so that no trial runs beside
-        it) and `workers` worker nodes of `num_cpus` each, all up; the worker nodes."""
+        it) and `workers` worker nodes of `num_cpus` each, all up; the worker nodes. One node
+        starts at a time: a raylet that has not registered within Ray's 30 s gives up, which
+        several starting together on a busy 2-core machine did."""
         self.start_head(num_cpus=0)
-        nodes = [self.add_node(num_cpus=num_cpus) for _ in range(workers)]
-        self.wait_for_nodes(workers + 1)
+        nodes = []
+        for count in range(2, workers + 2):
+            nodes.append(self.add_node(num_cpus=num_cpus))
+            self.wait_for_nodes(count)
         return nodes
 
     def alive_nodes(self) -> dict[str, str]:

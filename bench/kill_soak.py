@@ -1,32 +1,33 @@
 """A kill soak: a synthetic study of thousands of trials whose driver is killed again and again
 (SIGKILL to its whole process group, at random moments) and resumed with `--resume` after
-each kill, while one worker node of the Ray runtime dies once; at the end the MLflow store
-must hold every planned trial exactly once with its final metrics, no run still RUNNING, and
-a report whose numbers equal those of the same study run once without interruption.
+each kill, while one worker node of its Ray runtime dies once; at the end the MLflow store
+must hold every planned trial exactly once with its final metrics, no run still RUNNING,
+and a report whose tables equal those of the same study run once without interruption.
 
-    ./with-venv python bench/kill_soak.py                      # 2,000 trials, 8 kills, ~15 min
-    ./with-venv python bench/kill_soak.py --trials 300 --kills 3 --no-node-loss
+    ./with-venv python bench/kill_soak.py --nodes 2 --epochs 1 --step-s 0   # docs/reliability.md
+    ./with-venv python bench/kill_soak.py --trials 300 --kills 3 --nodes 2  # the test's version
 
 The study is `trainable: synthetic` (trainables/settings/surface.py), confirm only: every arm
-(`--arms` depths) on the same seeds at a fixed learning rate, two evaluations of 10 steps per
-trial, so the plan is a fixed list of trials and each trial reports the same numbers however
-often it restarts. A searched explore phase would not do here: Optuna's samples and ASHA's
-stops depend on the order results arrive in, which no two runs share, killed or not.
+(`--arms` depths) on the same seeds at a fixed learning rate, `--epochs` evaluations of 10
+steps per trial, each with a checkpoint, so the plan is a fixed list of trials and a trial
+reports the same numbers however often it restarts. A searched explore phase would not do
+here: Optuna's samples and ASHA's stops depend on the order results arrive in, which no two
+runs share, killed or not.
 
-The Ray runtime is `ray start --head` (no CPUs: the driver's node) and `--nodes` worker nodes
-of 2 CPUs each (tests/ray_nodes.py), started once; the uninterrupted reference runs first,
-on every node, and its timing sizes the kills: each driver is killed after a delay drawn
-(from `--seed`) between 0 and its start-up plus 1.5 times the reference's trial time over
-`--kills`, the first counted from its first phase line (before it, `--resume` has nothing to
-resume). So the kills land in start-up, in Tune's restore, in the trials and between them,
-and together they leave the study unfinished until the last resume. The node loss comes
-during one of the killed drivers, drawn likewise; the trials on the lost node fail and Ray
-runs them again on the others (`max_failures`).
+The soak's Ray runtime is `ray start --head` (no CPUs: the driver's node) and `--nodes`
+worker nodes of 2 CPUs each (tests/ray_nodes.py); the uninterrupted reference runs at the
+same time beside it on its own head and one worker node, so that the node loss is the
+soak's alone. Where each driver dies is drawn from `--seed` (`kill_points`): the first
+once it has finished some trials, a later one either in its first seconds (start-up,
+Tune's restore) or a fraction of a second after it finished a drawn number of trials, few
+enough that the study is still unfinished at the last kill. The node dies during one of
+the killed drivers, after a drawn number of its trials; the trials running there fail and
+Ray runs them again on the other nodes (`max_failures`).
 
-Prints the counts (kills, resumes, node losses, trials planned, trials in MLflow, duplicates,
-lost, RUNNING left, report equal), the CPU and Ray node setup and the wall time; exits 1
-when any trial is lost or duplicated, a run is left RUNNING or the reports differ.
-tests/study/execution/test_kill_soak.py runs a short version.
+Prints the counts (kills, resumes, node losses, trials planned, trials in MLflow,
+duplicates, lost, RUNNING left, report equal), the CPU and Ray node setup and the wall time;
+exits 1 when a trial is lost or duplicated, an evaluation is logged twice, a run is left
+RUNNING or the reports differ. tests/study/execution/test_kill_soak.py runs a short version.
 """
 
 from __future__ import annotations

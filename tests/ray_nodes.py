@@ -132,7 +132,10 @@ class RayCluster:
         )  # fmt: skip
         if out.returncode != 0:
             raise ClusterError(f"cannot list the nodes: {out.stderr[-800:]}")
-        sockets = json.loads(out.stdout.strip().splitlines()[-1])
+        try:  # Ray may print a warning of its own on stdout (seen on a busy machine)
+            sockets = json.loads(out.stdout.strip().splitlines()[-1])
+        except (json.JSONDecodeError, IndexError) as err:
+            raise ClusterError(f"cannot read the node list: {out.stdout[-800:]!r}") from err
         return {
             node.name: node_id
             for node_id, socket in sockets.items()

@@ -333,10 +333,7 @@ def main() -> None:
     rows, growth = [], []
     started = time.perf_counter()
     with ray_nodes.ray_cluster(root) as cluster:
-        cluster.start_head(num_cpus=0)
-        for _ in range(args.nodes):
-            cluster.add_node(num_cpus=2)
-        cluster.wait_for_nodes(args.nodes + 1)
+        cluster.start_head_and_workers(args.nodes, num_cpus=2)
         print(f"Ray: head + {args.nodes} worker nodes of 2 CPUs at {cluster.address}")
         for store in stores:
             measured = []

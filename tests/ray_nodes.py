@@ -68,10 +68,12 @@ class RayCluster:
             "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
         }  # fmt: skip
         self.nodes: list[Node] = []
+        self.started = 0  # nodes started, so that a node started again gets a new name
 
     def _start(self, name: str, args: list[str], num_cpus: float, resources: dict | None) -> Node:
         temp_dir = self.session / name
         temp_dir.mkdir()
+        self.started += 1
         log = self.logs / f"ray-{name}.log"
         command = [
             RAY, "start", "--block", "--num-cpus", str(num_cpus), "--disable-usage-stats",
@@ -94,7 +96,28 @@ class RayCluster:
         return node
 
     def add_node(self, num_cpus: float = 1, resources: dict | None = None) -> Node:
-        return self._start(f"w{len(self.nodes)}", ["--address", self.address], num_cpus, resources)
+        return self._start(f"w{self.started}", ["--address", self.address], num_cpus, resources)
+
+    def start_head_and_workers(self, workers: int, num_cpus: float) -> list[Node]:
+        """A head without CPUs (the node a driver attaches to, so that no trial runs beside
+        it) and `workers` worker nodes of `num_cpus` each, all up; the worker nodes. One node
+        starts at a time, and a node that gives up starting is started again (twice at
+        most): a raylet that has not registered within Ray's fixed 30 s exits, which several
+        starting together on a busy 2-core machine did, and one alone at a load of 20."""
+        self.start_head(num_cpus=0)
+        nodes = []
+        for count in range(2, workers + 2):
+            for tries_left in reversed(range(3)):
+                node = self.add_node(num_cpus=num_cpus)
+                try:
+                    self.wait_for_nodes(count)
+                    break
+                except ClusterError:
+                    if node.process.poll() is None or not tries_left:
+                        raise
+                    self.nodes.remove(node)
+            nodes.append(node)
+        return nodes
 
     def alive_nodes(self) -> dict[str, str]:
         """Node id of each live node, by the temp dir its raylet's socket is in."""
@@ -109,7 +132,10 @@ class RayCluster:
         )  # fmt: skip
         if out.returncode != 0:
             raise ClusterError(f"cannot list the nodes: {out.stderr[-800:]}")
-        sockets = json.loads(out.stdout.strip().splitlines()[-1])
+        try:  # Ray may print a warning of its own on stdout (seen on a busy machine)
+            sockets = json.loads(out.stdout.strip().splitlines()[-1])
+        except (json.JSONDecodeError, IndexError) as err:
+            raise ClusterError(f"cannot read the node list: {out.stdout[-800:]!r}") from err
         return {
             node.name: node_id
             for node_id, socket in sockets.items()

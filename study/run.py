@@ -415,7 +415,7 @@ def _import_quietly(module: str) -> None:
 def _report(uri: str, study: str, study_run: str, reports: str) -> Path | None:
     """The study's data is safe in MLflow whatever happens here: a failed report is said in
     one line with the command that makes it again, and the study still counts as finished.
-    The report's folder; None when it failed."""
+    The report's folder, absolute; None when it failed."""
     from study.report.build import write_report  # see _preload_report
 
     try:
@@ -427,7 +427,7 @@ def _report(uri: str, study: str, study_run: str, reports: str) -> Path | None:
         )  # fmt: skip
         return None
     print(report.summary_line())
-    return report.folder
+    return report.folder.resolve()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ MLflow by the same code that makes the report, so a notebook and the report neve
 
 `load_trials` is `study.tracking.reading`'s trial table (`StudyRecord.trials`); `load_verdicts`
 is the report's comparisons (`study.report.build.compare_record`, the rows of its
-`comparisons.csv`). Neither imports Ray or torch.
+`comparisons.csv`). Neither loads Ray; importing this module loads no torch either (the
+report's ASO loads deepsig, and with it torch, when `load_verdicts` computes it).
 """
 
 from __future__ import annotations

@@ -22,14 +22,21 @@ from tests.study_helpers import REPO, runs_by_kind, tracking_uri
 PAGE = REPO / "docs" / "python-api.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
-# around the page's blocks: the caller's environment before, and after, what the page read
-PROLOGUE = "import os as _os\n_environ = dict(_os.environ)\n"
+# around each of the page's blocks that runs a study: what it left changed in the process's
+# environment (another block's may: torch, which load_verdicts's ASO loads, sets variables of
+# its own, and MLflow its telemetry session when imported, here before any block) and whether
+# Ray still runs; at the end, what the page read
+PROLOGUE = "import os as _os, mlflow as _mlflow, ray as _ray\n_left = []\n"
+BEFORE_A_RUN = "_environ = dict(_os.environ)\n"
+AFTER_A_RUN = (
+    "_left += sorted(set(_os.environ.items()) ^ set(_environ.items()))\n"
+    "_left += ['ray still running'] if _ray.is_initialized() else []\n"
+)
 EPILOGUE = """
-import json as _json, ray as _ray
-_left = sorted(set(_os.environ.items()) ^ set(_environ.items()))
+import json as _json
 print("API-CHECK " + _json.dumps({"rows": len(trials), "run_id": outcome.run_id,
-      "uri": outcome.tracking_uri, "left_in_environ": _left, "ray": _ray.is_initialized(),
-      "verdicts": len(verdicts), "report": str(outcome.report)}))
+      "uri": outcome.tracking_uri, "left_by_runs": _left, "verdicts": len(verdicts),
+      "report": str(outcome.report)}))
 """
 
 
@@ -39,7 +46,10 @@ def test_the_python_api_page_runs_a_smoke_study_and_reads_every_trial(tmp_path):
     blocks = BLOCK.findall(PAGE.read_text())
     assert len(blocks) >= 3, "the page's python blocks were not found"
     script = tmp_path / "page.py"
-    script.write_text(PROLOGUE + "\n".join(blocks) + EPILOGUE)
+    checked = [
+        BEFORE_A_RUN + block + AFTER_A_RUN if "run_study(" in block else block for block in blocks
+    ]
+    script.write_text(PROLOGUE + "\n".join(checked) + EPILOGUE)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     done = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -56,7 +66,7 @@ def test_the_python_api_page_runs_a_smoke_study_and_reads_every_trial(tmp_path):
     assert seen["rows"] == len(trial_runs) == 12  # the smoke plan: 8 explore + 4 confirm
     assert seen["verdicts"] > 0 and (tmp_path / "reports" / "ner_depth-smoke").is_dir()
     assert seen["report"] == str(tmp_path / "reports" / "ner_depth-smoke")
-    assert seen["left_in_environ"] == [] and seen["ray"] is False
+    assert seen["left_by_runs"] == []
     assert "unknown factor 'epochz'" in done.stdout  # the page's error block
 
 
@@ -94,3 +104,17 @@ def test_overrides_as_a_mapping_are_the_commands_set_options(capsys):
     outcome = run_study("ner_depth", "smoke", overrides, dry_run=True)
     assert capsys.readouterr().out == typed and "depth=2" in typed
     assert (outcome.study, outcome.run_id) == ("ner_depth", None)
+
+
+def test_import_study_loads_nothing_and_the_readers_load_no_ray():
+    """A notebook that only reads a study never pays for Ray (nor torch, until ASO runs)."""
+    code = (
+        "import sys, study\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('study', 'trainables')))\n"
+        "from study import load_trials, load_verdicts\n"
+        "print(loaded, [m for m in ('ray', 'torch') if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "['study'] []", done.stdout

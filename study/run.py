@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import logging
 import os
@@ -94,6 +95,20 @@ EXIT_CODES = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class StudyOutcome:
+    """How one invocation ended: its exit code (EXIT_CODES) and, for a study that ran, its
+    name (the MLflow experiment), its study run, the store holding it, where its report went
+    (None: no report) and the command that continues it."""
+
+    exit_code: int
+    study: str | None = None
+    run_id: str | None = None
+    tracking_uri: str | None = None
+    report: Path | None = None
+    resume: str | None = None
+
+
 def build_parser(folder: Path | None = None) -> OneLineParser:
     """The command line; its help lists the studies found (in `folder` alone when given, as
     docs/cli.md does for the shipped ones)."""
@@ -151,6 +166,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def arguments(study: str, **options: Any) -> argparse.Namespace:
+    """What the command line `python -m study.run STUDY` would parse to, with `options` by
+    their argparse names (profile, overrides, tracking_uri, ...; None: the flag's default) in
+    place of flags: how `study.runner` runs a study as the command does. A wrong option or
+    combination raises UserInputError with the line the command would print."""
+    args = build_parser().parse_args([])  # every flag at its default
+    known = set(vars(args)) - {"study", "list"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UserInputError(f"no option {', '.join(unknown)}; the options are "
+                             f"{', '.join(sorted(known))}")  # fmt: skip
+    vars(args).update({key: value for key, value in options.items() if value is not None})
+    args.study = study
+    problem = _flag_problem(args)
+    if problem:
+        raise UserInputError(problem)
+    return args
+
+
 def _flag_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with this combination of flags, in a few words; None when nothing."""
     if args.list:
@@ -177,11 +211,35 @@ def _resume_line(study: str, profile: str, overrides: list[str]) -> str:
     return f"python -m study.run {study} --profile {profile} --resume{sets}"
 
 
+def interrupted_line(args: argparse.Namespace) -> str:
+    """What Ctrl-C leaves on stderr: the state is saved, and the command that continues."""
+    resume = _resume_line(args.study, args.profile, args.overrides)
+    return f"\ninterrupted; the study's state is saved. Resume with:\n  {resume}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list:
         print(listing(study_entries()))
         return EXIT_OK
+    try:
+        return run(args).exit_code
+    except UserInputError as err:
+        return _fail(str(err))
+    except KeyboardInterrupt:
+        print(interrupted_line(args), file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def run(args: argparse.Namespace) -> StudyOutcome:
+    """The study a parsed command line names, run (or planned, with --dry-run): the one path
+    of `main` and of `study.runner.run_study`. Bad input raises UserInputError before anything
+    is written; the driver's logging and environment are set up here, for the process."""
+    _set_up_driver(args.verbose)
+    return _run(args)
+
+
+def _set_up_driver(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )
@@ -196,21 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     # first whether a write in doubt was stored
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
-    quiet_driver(args.verbose)
-    try:
-        return _run(args)
-    except UserInputError as err:
-        return _fail(str(err))
-    except KeyboardInterrupt:
-        print(
-            "\ninterrupted; the study's state is saved. Resume with:\n  "
-            + _resume_line(args.study, args.profile, args.overrides),
-            file=sys.stderr,
-        )
-        return EXIT_INTERRUPTED
+    quiet_driver(verbose)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> StudyOutcome:
     spec = load_study(args.study, args.profile, overrides=args.overrides)
     if study_stages(spec.grid, spec.fixed):
         # an intermediate stage reports its metrics as stage<i>_..., without the study metric,
@@ -218,7 +265,7 @@ def _run(args: argparse.Namespace) -> int:
         os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     if args.dry_run:
         print(make_plan(spec).describe())
-        return EXIT_OK
+        return StudyOutcome(EXIT_OK, spec.name)
     spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec)
     tracker = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
@@ -283,10 +330,11 @@ def _checked_data(spec: StudySpec) -> str:
 
 def _run_study(
     context: PhaseContext, state: dict[str, Any], tracker: StudyTracker, reports: str
-) -> int:
+) -> StudyOutcome:
     """Run the phases, then summarise and report; the exit code says how it ended."""
     spec, store, study_run = context.spec, context.store, context.study_run
     resume = _resume_line(spec.name, state["profile"], state["overrides"])
+    ended = StudyOutcome(EXIT_OK, spec.name, study_run, context.tracking_uri, resume=resume)
     reserve = SpaceReserve(store.fs, store.fs_path(context.study_dir))
     started = time.time()
     try:
@@ -302,24 +350,25 @@ def _run_study(
         else:
             raise
         print(f"error: the study's storage {store.root} {problem} with: {resume}", file=sys.stderr)
-        return EXIT_STORAGE
+        return dataclasses.replace(ended, exit_code=EXIT_STORAGE)
     if not finished:
         tracker.set_tags(study_run, {"state": "interrupted"})
         tracker.end_study(study_run, context.arm_runs, "KILLED")
         print(f"study interrupted; its state is saved. Resume with:\n  {resume}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return dataclasses.replace(ended, exit_code=EXIT_INTERRUPTED)
     uri = context.tracking_uri
     print(patiently(lambda: confirm_summary(tracker, study_run, spec.metric.name), uri))
-    ended = {"state": "finished", "wall_s": f"{time.time() - started:.0f}"}
-    patiently(lambda: tracker.set_tags(study_run, ended), uri)
+    finished = {"state": "finished", "wall_s": f"{time.time() - started:.0f}"}
+    patiently(lambda: tracker.set_tags(study_run, finished), uri)
+    report = None
     if reports.lower() == NO_REPORT:
         print(f"no report made (--reports {NO_REPORT}); make it with: python -m study.report "
               f"{spec.name} --run-id {study_run}")  # fmt: skip
     else:
-        _report(context.tracking_uri, spec.name, study_run, reports)
+        report = _report(context.tracking_uri, spec.name, study_run, reports)
     patiently(lambda: tracker.end_study(study_run, context.arm_runs, "FINISHED"), uri)
     reserve.release()
-    return EXIT_OK
+    return dataclasses.replace(ended, report=report)
 
 
 def _optuna_storage(args: argparse.Namespace, uri: str, store: StudyStore) -> str | None:
@@ -366,9 +415,10 @@ def _import_quietly(module: str) -> None:
         importlib.import_module(module)
 
 
-def _report(uri: str, study: str, study_run: str, reports: str) -> None:
+def _report(uri: str, study: str, study_run: str, reports: str) -> Path | None:
     """The study's data is safe in MLflow whatever happens here: a failed report is said in
-    one line with the command that makes it again, and the study still counts as finished."""
+    one line with the command that makes it again, and the study still counts as finished.
+    The report's folder, absolute; None when it failed."""
     from study.report.build import write_report  # see _preload_report
 
     try:
@@ -378,8 +428,9 @@ def _report(uri: str, study: str, study_run: str, reports: str) -> None:
             "the study finished but its report failed (%s: %s); make it with: "
             "python -m study.report %s --run-id %s", type(err).__name__, err, study, study_run,
         )  # fmt: skip
-        return
+        return None
     print(report.summary_line())
+    return report.folder.resolve()
 
 
 if __name__ == "__main__":

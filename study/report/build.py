@@ -85,12 +85,13 @@ def arm_summary(record: StudyRecord) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> Report:
-    """Compute everything and draw the figures into `folder` (which must exist)."""
+def compare_record(record: StudyRecord, aso: dict | None = None) -> list[stats.Comparison]:
+    """Every comparison of the study's arms under the analysis it declared, primary ones with
+    their verdicts: what the report shows, and what `study.results.load_verdicts` returns."""
     baseline = (
         json.loads(record.tags["compare_baseline"]) if "compare_baseline" in record.tags else None
     )
-    comparisons = stats.compare_arms(
+    return stats.compare_arms(
         record.scores(),
         record.arms,
         record.grid,
@@ -99,6 +100,16 @@ def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> 
         aso_kwargs=aso,
         analysis=record.analysis,
     )
+
+
+def comparisons_table(comparisons: list[stats.Comparison]) -> pd.DataFrame:
+    """One row per comparison, every figure and its verdict: `comparisons.csv`."""
+    return pd.DataFrame([c.row() for c in comparisons])
+
+
+def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> Report:
+    """Compute everything and draw the figures into `folder` (which must exist)."""
+    comparisons = compare_record(record, aso)
     curves = learning_curves(record, CONFIRM)
     dynamics = layer_dynamics(record)
     drawn = {
@@ -129,8 +140,7 @@ def _write_tables(report: Report, curves: pd.DataFrame, dynamics: pd.DataFrame) 
     keep = [c for c in report.record.trials.columns if c != "data"]
     report.record.trials[keep].to_csv(report.folder / "trials.csv", index=False)
     report.arm_table.to_csv(report.folder / "arms.csv", index=False)
-    rows = [c.row() for c in report.comparisons]
-    pd.DataFrame(rows).to_csv(report.folder / "comparisons.csv", index=False)
+    comparisons_table(report.comparisons).to_csv(report.folder / "comparisons.csv", index=False)
     curves.to_csv(report.folder / "learning_curves.csv", index=False)
     if not dynamics.empty:
         dynamics.to_csv(report.folder / "dynamics.csv", index=False)

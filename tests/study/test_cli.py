@@ -120,6 +120,7 @@ def test_a_wrong_trial_command_line_is_one_line_and_exit_2(case, tmp_path, monke
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: ") and expected in err
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_trainables_resume_without_checkpoint_dir_has_no_traceback():
     """The issue's case, as a user runs it: a TypeError traceback before."""
     done = subprocess.run(

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.study_helpers import REPO
@@ -24,6 +25,7 @@ def run_command(module: str, config, folder) -> tuple[subprocess.CompletedProces
     return done, [json.loads(line) for line in lines]
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_python_m_trainables_runs_a_trial(trial_settings, tmp_path):
     config = tmp_path / "trial.yaml"
     config.write_text(yaml.safe_dump(trial_settings))
@@ -34,6 +36,7 @@ def test_python_m_trainables_runs_a_trial(trial_settings, tmp_path):
     assert [m["step"] for m in history] == [6, 12] and history[-1]["final"] == 1.0
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_python_m_trainables_refuses_bad_input_in_one_line(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "trainables", "--set", "lr"],

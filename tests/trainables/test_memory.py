@@ -46,6 +46,7 @@ def _faults(mode: str) -> tuple[str, int]:
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
     reason="the switch exists only for glibc's allocator",
 )
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_the_embedding_gradient_is_reused_from_step_to_step():
     kept, kept_faults = _faults("keep")
     _, default_faults = _faults("default")

@@ -180,6 +180,7 @@ def modernbert_trial(folder, tiny_corpus) -> dict:
     }  # fmt: skip
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_a_trial_cuts_re_draws_freezes_and_measures_through_the_command_line(
     modernbert_trial, tmp_path
 ):
@@ -197,6 +198,7 @@ def test_a_trial_cuts_re_draws_freezes_and_measures_through_the_command_line(
     assert all(math.isfinite(final[f"{s}_f1"]) for s in ("dev", "test"))
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_a_probe_trial_leaves_every_layer_where_it_was(modernbert_trial, tmp_path):
     done, final = run_trial(tmp_path, modernbert_trial | {"probe": True, "lr": 1e-2})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -204,6 +206,7 @@ def test_a_probe_trial_leaves_every_layer_where_it_was(modernbert_trial, tmp_pat
     assert per_layer(final, "cka") == pytest.approx([1.0] * 5, abs=1e-6)
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_an_unsupported_family_is_refused_before_weights_load(modernbert_trial, tmp_path):
     folder = tmp_path / "gpt2"
     tiny_config("gpt2", layers=2).save_pretrained(folder)  # a config and no weights to load

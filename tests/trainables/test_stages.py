@@ -64,6 +64,7 @@ def run_all(trial) -> list[dict]:
     return [plain(m) for m in trial.run()]
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_a_staged_trial_is_its_stages_run_by_hand(staged):
     config = TrialConfig.from_dict(staged)
     trial = new_trial(config)
@@ -159,6 +160,7 @@ def test_the_target_draws_what_the_trial_without_stages_draws(staged):
         assert trial.trials[index].cfg.seed not in (settings["seed"], 9)
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 @pytest.mark.parametrize("stop_in", ["first stage", "end of the first stage", "target"])
 def test_resume_inside_any_stage_ends_where_the_uninterrupted_trial_ends(staged, tmp_path, stop_in):
     config = TrialConfig.from_dict(staged)

@@ -54,6 +54,7 @@ def test_a_study_file_takes_1e_5_and_off(tmp_path, tiny_model, tiny_corpus):
     assert spec.fixed["dynamics"] == "off" and spec.fixed["probe"] is False
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_the_study_command_reads_1e_5_and_off(tmp_path, tiny_model, tiny_corpus):
     """Through the real command line: `low: 1e-5` in the file, `dynamics=off` and
     `lr.high=3e-4` given with --set."""
@@ -68,6 +69,7 @@ def test_the_study_command_reads_1e_5_and_off(tmp_path, tiny_model, tiny_corpus)
     assert "lr ~ loguniform[1e-05, 0.0003]" in done.stdout
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_the_trial_command_reads_off_and_3e_4(trial_settings, tmp_path):
     """`python -m trainables --set dynamics=off` (the documented value) and a number in
     exponent form, in the file and on the command line."""

@@ -49,6 +49,7 @@ def _report(tmp_path, uri, name):
                         aso={"num_samples": 50, "num_bootstrap_iterations": 50})  # fmt: skip
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_layer_sections_from_the_store_equal_comparing_in_memory(tmp_path, base):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     make, made = _fingerprints(base)
@@ -78,6 +79,7 @@ def test_layer_sections_from_the_store_equal_comparing_in_memory(tmp_path, base)
     assert {"layers_seeds.png", "layers_arms.png"} <= {p.name for p in folder.iterdir()}
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_the_low_layers_are_found_more_alike_when_the_top_ones_drift(tmp_path, base):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     make, _ = _fingerprints(base, drift=1.0)  # noise grows with the layer
@@ -89,6 +91,7 @@ def test_the_low_layers_are_found_more_alike_when_the_top_ones_drift(tmp_path, b
     assert set(claim.reading) == {"low layer more alike"}
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_arms_that_differ_in_data_are_their_own_kind(tmp_path, base):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     make, _ = _fingerprints(base)
@@ -105,6 +108,7 @@ def test_arms_that_differ_in_data_are_their_own_kind(tmp_path, base):
     assert "### Layers across data" in (folder / "README.md").read_text()
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_a_report_asked_for_layers_of_a_study_that_kept_none_is_one_line(tmp_path, base):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     write_layer_study(uri, "bare", [{"depth": 4}, {"depth": 3}], SEEDS[:2], lambda *_: None)
@@ -148,6 +152,7 @@ def _t(df: int) -> float:
     return float(scipy_stats.t.ppf(0.975, df))
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_the_layer_table_is_computed_once_per_report(tmp_path, base, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     make, _ = _fingerprints(base)

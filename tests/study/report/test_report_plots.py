@@ -182,6 +182,7 @@ def kept_figures(monkeypatch):
         close(fig)
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 @pytest.mark.parametrize("arms", [2, 36])
 def test_every_figure_is_readable(tmp_path, kept_figures, arms):
     record = synthetic_record(arms)

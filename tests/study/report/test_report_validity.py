@@ -98,6 +98,7 @@ def section(page: str, title: str) -> str:
     return page.split(title, 1)[1].split("\n## ", 1)[0]
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_an_under_trained_arm_is_not_converged_and_its_verdict_budget_sensitive(tmp_path):
     gains = {"depth=full": 0.001, "depth=full-1": 0.09}  # full-1 still climbing at its end
     folder, page = report(tmp_path, "slow", gains=gains)
@@ -118,6 +119,7 @@ def test_an_under_trained_arm_is_not_converged_and_its_verdict_budget_sensitive(
     assert "Threats to validity" in (folder / "report.html").read_text()
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_a_study_where_everything_is_in_order_says_which_checks_ran(tmp_path):
     gains = {"depth=full": 0.001, "depth=full-1": 0.002}
     folder, page = report(tmp_path, "fine", gains=gains, steps=(100.0, 105.0))
@@ -132,6 +134,7 @@ def test_a_study_where_everything_is_in_order_says_which_checks_ran(tmp_path):
     assert tuning.edge.isna().all()
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_unequal_compute_and_dev_selection_are_named(tmp_path):
     gains = {"depth=full": 0.001, "depth=full-1": 0.002}
     _, page = report(tmp_path, "heavy", gains=gains, steps=(100.0, 150.0), metric="dev_f1")
@@ -143,6 +146,7 @@ def test_unequal_compute_and_dev_selection_are_named(tmp_path):
     assert "- **dev reuse**: Explore chose each arm's lr on `dev_f1`" in threats
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_a_study_recorded_before_budgets_says_not_recorded(tmp_path):
     folder, page = report(tmp_path, "old", gains=None)
     trials = pd.read_csv(folder / "trials.csv")

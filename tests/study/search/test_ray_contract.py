@@ -101,6 +101,7 @@ def test_tune_saves_and_restores_a_searcher_through_its_save_and_restore(tmp_pat
     assert TrialScheduler.CONTINUE != TrialScheduler.STOP != TrialScheduler.PAUSE
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_a_restored_tuner_runs_with_the_run_config_the_driver_changed(tmp_path):
     """A resumed phase gets this invocation's output settings and progress callback: changes
     to `run_config_of(tuner)` of a restored Tuner reach its `fit`."""

@@ -157,6 +157,7 @@ def test_the_command_line_applies_overrides_to_the_plan(study, tmp_path):
     assert "confirm: 3 arms x 1 samples x 3 seeds [2, 3, 4] = 9 trials" in done.stdout
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_resume_refuses_other_overrides_in_one_line_and_writes_nothing(study, tmp_path):
     """The run being resumed was started with `--set fixed.epochs=3` (its state file says
     so); resuming with another value, or with none, is refused before anything is written."""

@@ -136,6 +136,7 @@ def test_fewer_than_two_pairs_is_not_tested():
     assert "not tested" in result.verdict()
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_holm_is_statsmodels_and_its_levels_agree_with_the_adjusted_p():
     ps = [0.01, 0.04, 0.03, 0.005]
     adjusted, levels = stats.holm(ps)
@@ -150,6 +151,7 @@ def test_holm_is_statsmodels_and_its_levels_agree_with_the_adjusted_p():
             assert (adj < 0.05) == (p < level)  # an interval at `level` agrees with Holm
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_primary_intervals_agree_with_holm_over_several_comparisons():
     """Three arms against a baseline: each interval excludes 0 exactly when Holm rejects."""
     rng = np.random.default_rng(7)
@@ -278,6 +280,7 @@ def test_array_quantile_aso_is_deepsigs_to_the_last_bit(n_a, n_b):
     assert module.get_quantile_function.__module__ == "deepsig.aso"
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_aso_over_worker_processes_gives_the_numbers_of_one_process():
     """A report with hundreds of comparisons computes its ASO in worker processes: each call is
     seeded by its own job, so the numbers must be those of the calls made one by one."""
@@ -292,6 +295,7 @@ def test_aso_over_worker_processes_gives_the_numbers_of_one_process():
     assert one_by_one[-1] == (1.0, 1.0) and len(set(one_by_one)) == len(jobs)
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_only_the_primary_metric_gets_almost_stochastic_order():
     """ASO is computed for the declared primary metric's comparisons, at 1 - alpha/k; the
     exploratory metrics keep their t interval and signed-rank test, and no ASO (NaN)."""

@@ -90,6 +90,7 @@ def test_the_interval_names_its_test_and_level(fast):
     assert by["A better"].startswith("two-sided") and by["inconclusive"].startswith("two-sided")
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_non_inferiority_is_tested_at_half_alpha_unless_declared(no_aso):
     b = dict(enumerate(np.full(8, 0.5)))
     x = np.sin(np.arange(1, 9) * 1.7)

@@ -98,6 +98,7 @@ def test_the_fingerprint_changes_with_a_label_map_only(tiny_corpus, renamed):
     assert prints[0].count(";") == 0  # no label map: the files' hash alone, as before
 
 
+@pytest.mark.slow  # over ~7 s: the slow tier
 def test_the_trial_reports_what_the_map_did_through_the_command_line(
     trial_settings, renamed, tmp_path: Path
 ):

@@ -64,9 +64,10 @@ NAMES = ("soak", "reference")  # the folders of the two runs
 DEPTHS = [12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]  # one arm each
 FINISHED_LINE = b"study.tracking.callback: trial finished: "
 # the report's tables compared with the reference's, and their columns that name one run's
-# records (MLflow and Ray ids, the node, times) rather than the study's numbers
+# records (MLflow and Ray ids, the node, times, the step a trial restarted from after losing
+# its node: `resumed_from_step`, trainables/tune_adapter.py) rather than the study's numbers
 TABLES = ["arms.csv", "comparisons.csv", "trials.csv", "learning_curves.csv"]
-RUN_COLUMNS = {"run_id", "duration_s"}
+RUN_COLUMNS = {"run_id", "duration_s", "resumed_from_step"}
 TRIAL_RUNS = """SELECT r.run_uuid, r.status, t.value FROM runs r
     JOIN experiments e ON r.experiment_id = e.experiment_id
     JOIN tags k ON k.run_uuid = r.run_uuid AND k.key = 'run_kind' AND k.value = 'trial'

@@ -35,18 +35,25 @@ from trainables.settings import MODEL_FOLDER, LayerFingerprint
 log = logging.getLogger(__name__)
 
 
-def copy_fingerprint(checkpoint) -> Path | None:
-    """The fingerprint file of a Ray checkpoint copied into a new local temporary folder,
+def _copy_out(checkpoint, name: str, kind: pafs.FileType) -> Path | None:
+    """The file or folder `name` of a Ray checkpoint copied into a new local temporary folder,
     or None when the checkpoint holds none."""
     if checkpoint is None:
         return None
-    source = f"{checkpoint.path.rstrip('/')}/{FILE_NAME}"
-    if checkpoint.filesystem.get_file_info(source).type != pafs.FileType.File:
+    source = f"{checkpoint.path.rstrip('/')}/{name}"
+    if checkpoint.filesystem.get_file_info(source).type != kind:
         return None
-    local = Path(tempfile.mkdtemp(prefix="fingerprint-")) / FILE_NAME
+    local = Path(tempfile.mkdtemp(prefix=f"{Path(name).stem}-")) / name
+    if kind == pafs.FileType.Directory:
+        local.mkdir()  # copy_files writes into a folder that is there
     pafs.copy_files(source, str(local), source_filesystem=checkpoint.filesystem,
                     destination_filesystem=pafs.LocalFileSystem())  # fmt: skip
     return local
+
+
+def copy_fingerprint(checkpoint) -> Path | None:
+    """The fingerprint file of a Ray checkpoint, copied out (None when it holds none)."""
+    return _copy_out(checkpoint, FILE_NAME, pafs.FileType.File)
 
 
 def log_fingerprint(tracker: StudyTracker, run_id: str, local: Path) -> None:
@@ -61,18 +68,9 @@ def log_fingerprint(tracker: StudyTracker, run_id: str, local: Path) -> None:
 
 
 def copy_model(checkpoint) -> Path | None:
-    """The Hugging Face folder of a Ray checkpoint copied into a new local temporary folder,
-    or None when the checkpoint holds none (a synthetic trial's)."""
-    if checkpoint is None:
-        return None
-    source = f"{checkpoint.path.rstrip('/')}/{MODEL_FOLDER}"
-    if checkpoint.filesystem.get_file_info(source).type != pafs.FileType.Directory:
-        return None
-    local = Path(tempfile.mkdtemp(prefix="model-")) / MODEL_FOLDER
-    local.mkdir()  # copy_files writes into a folder that is there
-    pafs.copy_files(source, str(local), source_filesystem=checkpoint.filesystem,
-                    destination_filesystem=pafs.LocalFileSystem())  # fmt: skip
-    return local
+    """The Hugging Face folder of a Ray checkpoint, copied out (None when it holds none: a
+    synthetic trial's)."""
+    return _copy_out(checkpoint, MODEL_FOLDER, pafs.FileType.Directory)
 
 
 def log_model(tracker: StudyTracker, run_id: str, local: Path) -> None:

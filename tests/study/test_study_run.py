@@ -118,8 +118,8 @@ def test_progress_lines_and_summary_are_printed(finished_study):
     finished_lines = [line for line in done.stderr.splitlines() if "trial finished:" in line]
     assert len(finished_lines) == 12
     # not a terminal: the progress line is logged at the end of each phase (and once a
-    # minute, so a slow machine logs more lines between: the last is confirm's end), and Ray's own tables, trial names and checkpoint lines stay out (--verbose
-    # shows them)
+    # minute, so a slow machine logs more lines between: the last is confirm's end), and
+    # Ray's own tables, trial names and checkpoint lines stay out (--verbose shows them)
     progress = [line for line in done.stderr.splitlines() if "study.progress: progress:" in line]
     assert len(progress) >= 2, done.stderr[-3000:]
     assert any("explore 8/8 | confirm 0/4 | best depth=" in line for line in progress)

@@ -109,18 +109,32 @@ class StudyOutcome:
     resume: str | None = None
 
 
+class _RunParser(OneLineParser):
+    """The study command's parser. Its help lists the studies found, read when the help is
+    shown: reading every study file on each parse would cost a command that runs one study."""
+
+    def __init__(self, folder: Path | None, **options: Any) -> None:
+        super().__init__(**options)
+        self.studies_folder = folder
+
+    def format_help(self) -> str:
+        studies = (
+            "studies found (python -m study.run --list describes them), with their profiles:\n"
+        )
+        found = help_table(study_entries(self.studies_folder))
+        self.epilog = "\n\n".join([EXAMPLES, exit_codes(EXIT_CODES), studies + found])
+        return super().format_help()
+
+
 def build_parser(folder: Path | None = None) -> OneLineParser:
     """The command line; its help lists the studies found (in `folder` alone when given, as
     docs/cli.md does for the shipped ones)."""
-    studies = "studies found (python -m study.run --list describes them), with their profiles:\n"
-    parser = OneLineParser(
+    parser = _RunParser(
+        folder,
         prog="python -m study.run",
         description="Run a study on Ray Tune, tracked in MLflow: explore (Optuna samples per arm, "
         "ASHA pruning),\nthen confirm (the chosen sample of each arm on held-out seeds), then "
         "the report.",
-        epilog="\n\n".join(
-            [EXAMPLES, exit_codes(EXIT_CODES), studies + help_table(study_entries(folder))]
-        ),
     )
     parser.add_argument(
         "study", nargs="?", help="study name (see the list below) or a study file's path"

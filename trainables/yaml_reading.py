@@ -7,11 +7,12 @@ loader reads those as YAML 1.2 does: a number written with an exponent is a numb
 `true` and `false` are booleans. A setting that is a boolean still takes the words (see
 `bool_word`), so a file written for YAML 1.1 keeps its meaning.
 
-The loader is PyYAML's safe loader otherwise (plain data only, no Python objects). The
-study package composes files through `Loader` to keep each field's line; everything else calls
-`load_yaml` or `parse_value`.
+The loader is PyYAML's safe loader otherwise (plain data only, no Python objects), with the
+text parsed and composed by libyaml (PyYAML's C extension, in PyYAML's wheels), about ten times
+faster than PyYAML's Python parser. The study package composes files through `Loader` to keep
+each field's line; everything else calls `load_yaml` or `parse_value`.
 
-What a file may cost is bounded while it is composed, before any data is built: nesting deeper
+What a file may cost is bounded once it is composed, before any data is built: nesting deeper
 than `MAX_DEPTH`, a text longer than `MAX_TEXT` characters, or more than `MAX_NODES` values once
 every alias is counted as the values it repeats (a "billion laughs" file is a few lines of
 aliases that expand to 10^9 values) is refused as a YAML error at its line.
@@ -20,9 +21,17 @@ aliases that expand to 10^9 values) is refused as a YAML error at its line.
 from __future__ import annotations
 
 import re
+from itertools import chain
 from typing import Any
 
 import yaml
+
+try:
+    from yaml.cyaml import CParser
+except ImportError:  # PyYAML built from source without libyaml's headers
+    raise ImportError("PyYAML has no libyaml here; install PyYAML's wheel") from None
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 BOOL_TAG = "tag:yaml.org,2002:bool"
 FLOAT_TAG = "tag:yaml.org,2002:float"
@@ -52,46 +61,67 @@ class YamlLimitError(yaml.MarkedYAMLError):
     """A document beyond what a settings file may cost (see the module docstring)."""
 
 
-class Loader(yaml.SafeLoader):
+class Loader(CParser, SafeConstructor, Resolver):
     """PyYAML's safe loader with YAML 1.2's booleans and numbers, and bounded cost (see the
     module docstring)."""
 
-    _depth = 0
+    def __init__(self, text: str) -> None:
+        # PyYAML's reader refuses a control character (a NUL, say) with its position; libyaml
+        # would refuse it too, but later and without saying which character
+        yaml.reader.Reader(text)
+        CParser.__init__(self, text)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
-        sizes: dict[int, int] = self.__dict__.setdefault("_sizes", {})
-        if isinstance(event, yaml.AliasEvent):
-            node = super().compose_node(parent, index)
-            if id(node) not in sizes:  # the alias is inside the value it names
-                raise YamlLimitError(None, None, "a recursive alias", event.start_mark)
-            return node  # counted as all the values of the node it names
-        if self._depth >= MAX_DEPTH:
-            raise YamlLimitError(
-                None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark
-            )
-        self._depth += 1
+    def get_single_node(self) -> yaml.Node | None:
         try:
-            node = super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-        sizes[id(node)] = _size(node, sizes)
-        if sizes[id(node)] > MAX_NODES:
-            raise YamlLimitError(None, None, f"more than {MAX_NODES} values once its aliases "
-                                 "are expanded", event.start_mark)  # fmt: skip
+            node = super().get_single_node()
+        except yaml.scanner.ScannerError as err:
+            # libyaml stops at 1,000 levels while it scans ahead, before the cost is checked
+            if "maximum nesting depth" not in (err.problem or ""):
+                raise
+            raise YamlLimitError(None, None, _TOO_DEEP, err.problem_mark) from None
+        if node is not None:
+            _Cost().of(node, 0)
         return node
 
 
-def _size(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many values `node` stands for, its children's counts being known already."""
-    if isinstance(node, yaml.ScalarNode):
-        if len(node.value) > MAX_TEXT:
-            raise YamlLimitError(None, None, f"a value of {len(node.value)} characters; at "
-                                 f"most {MAX_TEXT}", node.start_mark)  # fmt: skip
-        return 1
-    if isinstance(node, yaml.SequenceNode):
-        return 1 + sum(sizes[id(child)] for child in node.value)
-    return 1 + sum(sizes[id(key)] + sizes[id(value)] for key, value in node.value)
+_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+
+
+class _Cost:
+    """The cost of a composed document, counted once per node: libyaml composes an alias as the
+    very node it names, so a billion-laughs file is a small graph that this walk never
+    expands. An alias counts as all the values of its node, and as its node's depth."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[int, int] = {}  # values a node stands for, aliases expanded
+        self.open: set[int] = set()  # nodes whose children are being counted
+
+    def of(self, node: yaml.Node, depth: int) -> int:
+        if depth >= MAX_DEPTH:
+            raise YamlLimitError(None, None, _TOO_DEEP, node.start_mark)
+        if isinstance(node, yaml.ScalarNode):
+            if len(node.value) > MAX_TEXT:
+                raise YamlLimitError(None, None, f"a value of {len(node.value)} characters; "
+                                     f"at most {MAX_TEXT}", node.start_mark)  # fmt: skip
+            return 1
+        self.open.add(id(node))
+        children = node.value if isinstance(node, yaml.SequenceNode) else chain(*node.value)
+        size = 1
+        for child in children:
+            known = self.sizes.get(id(child))
+            if known is None:
+                if id(child) in self.open:  # an alias inside the value it names
+                    raise YamlLimitError(None, None, "a recursive alias", child.start_mark)
+                known = self.of(child, depth + 1)
+            size += known
+        self.open.discard(id(node))
+        if size > MAX_NODES:
+            raise YamlLimitError(None, None, f"more than {MAX_NODES} values once its aliases "
+                                 "are expanded", node.start_mark)  # fmt: skip
+        self.sizes[id(node)] = size
+        return size
 
 
 Loader.yaml_implicit_resolvers = {

@@ -3,7 +3,9 @@ at, so that an interval can be drawn at the level that agrees with its adjusted 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 from statsmodels.stats.multitest import multipletests
@@ -22,7 +24,8 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[float], l
     tested = np.flatnonzero(~np.isnan(values))
     if len(tested) == 0:
         return adjusted.tolist(), levels.tolist()
-    adjusted[tested] = multipletests(values[tested], alpha=alpha, method="holm")[1]
+    with _older_objects_frozen():
+        adjusted[tested] = multipletests(values[tested], alpha=alpha, method="holm")[1]
     order = tested[np.argsort(values[tested], kind="stable")]
     m, stopped = len(order), False
     for j, index in enumerate(order):
@@ -31,3 +34,16 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> tuple[list[float], l
             stopped, stop_level = True, level
         levels[index] = stop_level if stopped else level
     return adjusted.tolist(), levels.tolist()
+
+
+@contextmanager
+def _older_objects_frozen() -> Iterator[None]:
+    """statsmodels' Holm runs a full `gc.collect()` on every call (statsmodels 0.15), about
+    70 ms in a process that holds torch and transformers, and a report calls it hundreds of
+    times. With the objects that exist before the call frozen, that collection scans only the
+    call's own; unfreezing puts them back where the collector sees them, so nothing leaks."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

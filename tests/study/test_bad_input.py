@@ -2,27 +2,31 @@
 that names the file, field or value at fault, a non-zero exit, and nothing written to MLflow,
 the Ray results folder or the reports folder.
 
-Each case is a real `python -m study.run` process (about ten seconds, mostly imports), because
-the exit status and what reaches the terminal are the behaviour under test.
+The cases whose meaning depends on a fresh process run as a real `python -m study.run` (about
+ten seconds each, mostly imports): the hub told it is offline before it is imported, a Ray
+address joined, and one file error as a user meets it. The others call the same entry point,
+`study.run.main`, in-process with stdout and stderr captured (the fuzz tests' way), where an
+escaping exception is the traceback a user would see.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
 from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 import yaml
 from transformers import AutoConfig
 
+from study.run import main
 from tests.study_helpers import REPO, study_command, write_study
 from tests.tiny import tiny_model_folder
 from trainables.settings.precision import FORCE_ENV
-
-pytestmark = pytest.mark.study
 
 Case = Callable[[Path, dict], tuple[list[str], str | list[str]]]
 
@@ -295,22 +299,47 @@ def base_study(tmp_path_factory, tiny_model, tiny_corpus) -> dict:
     return yaml.safe_load(write_study(folder, str(tiny_model), tiny_corpus).read_text())
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_is_one_line_and_writes_nothing(name, tmp_path, base_study):
+# The cases run as a process of their own: an offline hub must be offline from its import, a
+# failed Ray join leaves a process's Ray state behind, and one case keeps the whole path honest.
+IN_A_PROCESS = {"dataset name offline", "unreachable --address", "YAML syntax error"}
+
+
+def _run_as_a_process(command: list[str], env_extra: dict[str, str]) -> tuple[int, str]:
+    # offline, as on an air-gapped node: a dataset name must fail at once, not retry a hub
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env_extra}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stderr
+
+
+def _run_in_process(command: list[str], env_extra: dict[str, str], monkeypatch) -> tuple[int, str]:
+    for key, value in env_extra.items():
+        monkeypatch.setenv(key, value)
+    argv = command[command.index("study.run") + 1 :]
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main(argv)
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "name",  # a case in a process of its own is in the slow tier (tests/conftest.py)
+    [
+        pytest.param(name, marks=[pytest.mark.study] if name in IN_A_PROCESS else [])
+        for name in CASES
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(name, tmp_path, base_study, monkeypatch):
     args, expected = CASES[name](tmp_path, base_study)
     command = study_command(Path(args[0]), tmp_path, *args[1:])
-    # offline, as on an air-gapped node: a dataset name must fail at once, not retry a hub
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        **CASE_ENV.get(name, {}),
-    }
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    env_extra = CASE_ENV.get(name, {})
+    if name in IN_A_PROCESS:
+        code, stderr = _run_as_a_process(command, env_extra)
+    else:
+        code, stderr = _run_in_process(command, env_extra, monkeypatch)
 
-    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
+    assert code == 2, (code, stderr[-2000:])
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-2000:]
     for part in [expected] if isinstance(expected, str) else expected:
         assert part in lines[0], (part, lines[0])
     assert not (tmp_path / "mlflow.db").exists()

@@ -28,9 +28,9 @@ refuses a wrong command line, file or setting with one `error:` line and exit co
 def _parsers() -> list[tuple[str, str, Callable[[], argparse.ArgumentParser]]]:
     """(module, console script, parser) of each command; the study list is the shipped one's,
     whatever folder this runs in."""
+    from study.command_line import build_parser as run_parser
     from study.export.__main__ import build_parser as export_parser
     from study.report.__main__ import build_parser as report_parser
-    from study.run import build_parser as run_parser
     from study.spec import SEARCH_SPACES
     from trainables.settings import trial_parser
 

@@ -21,7 +21,8 @@ from typing import Any
 import mlflow
 import ray
 
-from study.run import EXIT_OK, StudyOutcome, arguments, interrupted_line, run
+from study.command_line import EXIT_OK, arguments
+from study.run import StudyOutcome, interrupted_line, run
 from trainables.settings import UserInputError
 
 # loggers whose level the driver sets (study.run's _set_up_driver), put back after the study

@@ -13,7 +13,8 @@ import pytest
 
 from study.spec import SpecError, load_study
 from trainables.settings.config import TrialConfig
-from trainables.training.train import STATE_FILE, Trial
+from trainables.training.checkpoint import STATE_FILE
+from trainables.training.train import Trial
 
 REPO = Path(__file__).resolve().parent.parent
 OURS = [p for part in ("study", "trainables", "bench") for p in (REPO / part).rglob("*.py")]

@@ -14,7 +14,6 @@ The command line that runs one trial (`python -m trainables`) is in trainables/_
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -24,7 +23,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 from threadpoolctl import threadpool_limits
 
 from trainables.data.batching import collate, eval_batches, train_batches
@@ -34,7 +32,6 @@ from trainables.data.subsets import nested_fraction_indices
 from trainables.data.types import TaggedSentence
 from trainables.errors import ConfigError, TrainingDiverged
 from trainables.measures import dynamics
-from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.measures.fingerprints import LayerFingerprint
 from trainables.measures.fingerprints.capture import take_fingerprint
 from trainables.model.device import autocast, resolve_device, trial_precision
@@ -42,6 +39,7 @@ from trainables.model.memory import keep_freed_memory
 from trainables.model.tagger import Tagger, build_tagger, load_encoder
 from trainables.settings.budget import PlateauWatch, check_patience
 from trainables.settings.config import TrialConfig
+from trainables.training import checkpoint
 from trainables.training.curves import final_gain
 from trainables.training.metrics import (
     entity_scores,
@@ -54,10 +52,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
-
-MODEL_FILE = "model.safetensors"
-BEST_FILE = "best.safetensors"  # until_plateau: the best evaluation's weights so far
-STATE_FILE = "trainer_state.pt"
 
 
 def _set_up_process(cfg: TrialConfig) -> tuple[torch.device, str]:
@@ -366,42 +360,14 @@ class Trial:
         out["dynamics_s"] = time.perf_counter() - started
         return out
 
-    # --- state ----------------------------------------------------------------------------
+    # --- state (trainables/training/checkpoint.py) ------------------------------------------
     def checkpoint_bytes(self) -> int:
-        """About what `save` writes: the weights and two Adam moments per trained parameter
-        (the optimizer's state is empty until the first step, so it is estimated, not read)."""
-        weights = sum(t.numel() * t.element_size() for t in self.model.state_dict().values())
-        trained = sum(
-            p.numel() * p.element_size() for p in self.model.parameters() if p.requires_grad
-        )
-        return weights * (2 if self.watch is not None else 1) + 2 * trained
+        """About what `save` writes (the checkpoint module says how it is estimated)."""
+        return checkpoint.checkpoint_bytes(self)
 
     def save(self, directory: str | Path) -> None:
-        """Weights as safetensors; the rest as plain tensors and numbers (weights_only load)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        weights = {k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()}
-        save_file(weights, directory / MODEL_FILE)
-        if self.best_weights is not None:
-            save_file(self.best_weights, directory / BEST_FILE)
-        state = {
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "position": [self.step, self.epoch, self.batch_in_epoch],
-            "eval_steps": list(self.eval_steps),
-            "eval_f1": list(self.eval_f1),
-            "metric_history": list(self.metric_history),
-            "tokens_seen": self.tokens_seen,
-            "plateau": self.watch.state() if self.watch is not None else [],
-            "stopped": self.stopped,
-            "last_metrics": json.dumps(self.last_metrics),
-            "precision": self.precision,
-        }
-        torch.save(state, directory / STATE_FILE)
-        if self.fingerprint is not None:
-            self.fingerprint.save(directory / FINGERPRINT_FILE)
+        """The full state, consistent at any yield of `run`, into `directory`."""
+        checkpoint.save(self, Path(directory))
 
     def save_model(self, folder: str | Path) -> None:
         """The tagger as it was scored at the end (under until_plateau, the best evaluation's
@@ -411,29 +377,4 @@ class Trial:
         save_hf_folder(self.model, self.tokenizer, self.label_map, folder)
 
     def restore(self, directory: str | Path) -> None:
-        directory = Path(directory)
-        state = torch.load(directory / STATE_FILE, weights_only=True, map_location=self.device)
-        saved = state.get("precision")  # None: saved before checkpoints recorded it
-        if saved is not None and saved != self.precision:
-            raise ConfigError(
-                f"checkpoint {directory} was trained in {saved} and this trial runs in "
-                f"{self.precision}; resume it with precision: {saved}"
-            )
-        self.model.load_state_dict(load_file(directory / MODEL_FILE, device=str(self.device)))
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"].cpu())
-        if state["cuda_rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
-        self.step, self.epoch, self.batch_in_epoch = (int(x) for x in state["position"])
-        self.eval_steps = [int(s) for s in state["eval_steps"]]
-        self.eval_f1 = [float(f) for f in state["eval_f1"]]
-        self.last_metrics = json.loads(state.get("last_metrics", "{}"))
-        # checkpoints from before budgets: no study-metric history or token count was kept
-        self.metric_history = [float(v) for v in state.get("metric_history", [])]
-        self.tokens_seen = float(state.get("tokens_seen", math.nan))
-        self.stopped = bool(state.get("stopped", False))
-        if self.watch is not None and state.get("plateau"):
-            self.watch.load([float(v) for v in state["plateau"]])
-            best = directory / BEST_FILE
-            self.best_weights = load_file(best) if best.is_file() else None
+        checkpoint.restore(self, Path(directory))

@@ -354,9 +354,8 @@ LOG_RANGE = 1e4  # a log scale spans at most this factor; smaller values (0 too)
 def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
     """Layer x arm heatmaps of how far each layer moved, mean over seeds, one panel per
     measure (stacked for many arms). CKA/SVCCA rows are hidden states (0 = embeddings), the
-    others blocks. Bright =
-    unchanged in every panel, as bright = alike in the layers_* figures; the weight distance
-    is on a log scale, so that re-drawn blocks do not leave every other cell black."""
+    others blocks. Bright = unchanged in every panel, as bright = alike in the layers_*
+    figures; the weight distance is on a log scale, so re-drawn blocks leave no cell black."""
     shown = dynamics_measures(set(table.metric)) if not table.empty else []
     if not shown:
         return None

@@ -1,10 +1,11 @@
 """Helpers for tests that run whole studies: a study file on the tiny model, the driver as a
-real subprocess (run to its end, or started, read, and killed), and readers of the MLflow store
-it wrote."""
+real subprocess (run to its end, or started, read, and killed) or in this process (for a
+command that ends before anything starts), and readers of the MLflow store it wrote."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import signal
@@ -90,6 +91,20 @@ def study_command(study: Path, tmp: Path, *extra: str) -> list[str]:
         "--storage", str(tmp / "ray_results"), "--tracking-uri", tracking_uri(tmp),
         *cpus, "--reports", str(tmp / "reports"), *extra,
     ]  # fmt: skip
+
+
+def run_in_process(command: list[str]) -> tuple[int, str, str]:
+    """`study.run.main` on the arguments of `command` (a `study_command` line), with stdout and
+    stderr captured: the command's own code without a process's start, which is seconds of
+    imports. For commands that end before a study starts (a dry run, a refusal); an exception
+    that escapes is the traceback a user would see, and fails the test."""
+    from study.run import main
+
+    argv = command[command.index("study.run") + 1 :]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
 
 
 def tracking_uri(tmp: Path) -> str:

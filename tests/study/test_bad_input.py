@@ -11,20 +11,17 @@ escaping exception is the traceback a user would see.
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import subprocess
 from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 import yaml
 from transformers import AutoConfig
 
-from study.run import main
-from tests.study_helpers import REPO, study_command, write_study
+from tests.study_helpers import REPO, run_in_process, study_command, write_study
 from tests.tiny import tiny_model_folder
 from trainables.settings.precision import FORCE_ENV
 
@@ -314,11 +311,8 @@ def _run_as_a_process(command: list[str], env_extra: dict[str, str]) -> tuple[in
 def _run_in_process(command: list[str], env_extra: dict[str, str], monkeypatch) -> tuple[int, str]:
     for key, value in env_extra.items():
         monkeypatch.setenv(key, value)
-    argv = command[command.index("study.run") + 1 :]
-    err = io.StringIO()
-    with redirect_stdout(io.StringIO()), redirect_stderr(err):
-        code = main(argv)
-    return code, err.getvalue()
+    code, _, stderr = run_in_process(command)
+    return code, stderr
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,6 @@ The state records the layout it was saved under; one line, exit 2, nothing writt
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from study.execution.storage import (
@@ -15,7 +13,7 @@ from study.execution.storage import (
     StudyStore,
     study_folder,
 )
-from tests.study_helpers import REPO, study_command, write_study
+from tests.study_helpers import run_in_process, study_command, write_study
 from trainables.settings import UserInputError
 
 
@@ -50,11 +48,10 @@ def test_the_command_line_refuses_it_in_one_line_and_writes_nothing(
     store = StudyStore(str(tmp_path / "ray_results"))
     folder = tmp_path / "ray_results" / _saved(store, {"invocation": "abc", "overrides": []})
     before = (folder / STATE_FILE).read_text()
-    done = subprocess.run(study_command(study, tmp_path, "--resume"), cwd=REPO,
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
+    code, _, err = run_in_process(study_command(study, tmp_path, "--resume"))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
     assert lines[0].startswith("error: --resume: ") and "another module layout" in lines[0]
     assert not (tmp_path / "mlflow.db").exists()
     assert [p.name for p in folder.iterdir()] == [STATE_FILE]

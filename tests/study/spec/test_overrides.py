@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import yaml
 
 from study.execution.storage import LAYOUT_KEY, LAYOUT_VERSION
 from study.spec import SpecError, check_same_overrides, load_study
-from tests.study_helpers import REPO, study_command, write_study
+from tests.study_helpers import run_in_process, study_command, write_study
 
 
 @pytest.fixture(autouse=True)
@@ -116,11 +115,10 @@ def test_the_command_line_reads_paths_beside_the_study_file(tmp_path, tiny_model
     """Run from the repository, the study's relative model and data paths name its folder."""
     folder = tmp_path / "project"
     study = _relative_study(folder, tiny_model, tiny_corpus)
-    done = subprocess.run(study_command(study, tmp_path, "--dry-run"), cwd=REPO,
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert f"model {folder}/models/tiny, data {{'train': '{folder}/train.txt'" in done.stdout
-    assert "[1] depth=2" in done.stdout  # full-1 of the 3-layer model read from its folder
+    code, out, err = run_in_process(study_command(study, tmp_path, "--dry-run"))
+    assert code == 0, err
+    assert f"model {folder}/models/tiny, data {{'train': '{folder}/train.txt'" in out
+    assert "[1] depth=2" in out  # full-1 of the 3-layer model read from its folder
 
 
 def test_paths_in_overrides_resolve_against_the_current_folder(
@@ -151,13 +149,11 @@ def test_hub_ids_and_dataset_names_stay_names(study, tmp_path):
 
 def test_the_command_line_applies_overrides_to_the_plan(study, tmp_path):
     extra = ["--dry-run", "--set", "grid.depth=[1, 2, 3]", "--set", "phases.confirm.seeds=3"]
-    done = subprocess.run(study_command(study, tmp_path, *extra), cwd=REPO,
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "confirm: 3 arms x 1 samples x 3 seeds [2, 3, 4] = 9 trials" in done.stdout
+    code, out, err = run_in_process(study_command(study, tmp_path, *extra))
+    assert code == 0, err
+    assert "confirm: 3 arms x 1 samples x 3 seeds [2, 3, 4] = 9 trials" in out
 
 
-@pytest.mark.slow  # over ~7 s: the slow tier
 def test_resume_refuses_other_overrides_in_one_line_and_writes_nothing(study, tmp_path):
     """The run being resumed was started with `--set fixed.epochs=3` (its state file says
     so); resuming with another value, or with none, is refused before anything is written."""
@@ -167,11 +163,10 @@ def test_resume_refuses_other_overrides_in_one_line_and_writes_nothing(study, tm
              LAYOUT_KEY: LAYOUT_VERSION}  # fmt: skip
     (folder / "study.json").write_text(json.dumps(state))
     for extra in (["--set", "fixed.epochs=2"], []):
-        done = subprocess.run(study_command(study, tmp_path, "--resume", *extra), cwd=REPO,
-                              capture_output=True, text=True)  # fmt: skip
-        assert done.returncode == 2
-        lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1, done.stderr
+        code, _, err = run_in_process(study_command(study, tmp_path, "--resume", *extra))
+        assert code == 2
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
         assert lines[0].startswith("error: --resume: the run being resumed was started with "
                                    "--set fixed.epochs=3, this command gives")  # fmt: skip
         assert not (tmp_path / "mlflow.db").exists()

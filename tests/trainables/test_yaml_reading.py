@@ -9,12 +9,14 @@ import sys
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from study.spec import load_study
 from tests.study_helpers import REPO, study_command, write_study
 from trainables.errors import ConfigError
 from trainables.settings.config import TrialConfig
-from trainables.yaml_reading import bool_word, load_yaml, parse_value
+from trainables.yaml_reading import Loader, bool_word, load_yaml, parse_value
 
 
 @pytest.mark.parametrize(
@@ -103,3 +105,35 @@ def test_strip_lang_prefix_takes_the_words_too():
     assert split_source({"conll": "a.txt", "strip_lang_prefix": "yes"}, "dev").strip_lang_prefix
     with pytest.raises(ConfigError, match="data.dev.strip_lang_prefix: 'maybe' is not allowed"):
         split_source({"conll": "a.txt", "strip_lang_prefix": "maybe"}, "dev")
+
+
+class _PurePythonLoader(yaml.SafeLoader):
+    """PyYAML's own parser with the project's resolvers: what `load_yaml` read before it
+    parsed with libyaml, kept here as the reference the C-parsed reading must equal."""
+
+
+_PurePythonLoader.yaml_implicit_resolvers = Loader.yaml_implicit_resolvers
+
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, width=32), st.text(max_size=12),
+    st.sampled_from(["1e-5", "off", "yes", "~", "0x1F", "1_000", ".inf", "2026-01-01", "a: b"]),
+)  # fmt: skip
+_documents = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@given(_documents, st.sampled_from([False, True]))
+@settings(max_examples=300, deadline=None, derandomize=True)
+def test_libyaml_reads_every_document_as_pyyaml_does(data, flow):
+    """The loader parses with libyaml for speed; a document, written block or flow style,
+    means what PyYAML's own parser reads it as, with the same YAML 1.2 numbers and words."""
+    text = yaml.safe_dump(data, default_flow_style=flow, allow_unicode=True)
+    # the texts dumped as strings (quoted) and unquoted words alike read the same both ways
+    assert load_yaml(text) == yaml.load(text, Loader=_PurePythonLoader)  # noqa: S506

@@ -107,6 +107,23 @@ def run_in_process(command: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+# a line Ray forwards from a worker process: `(train_tagger pid=123)` or `(name pid=1, ip=..)`,
+# after an optional colour code
+_WORKER_LINE = re.compile(r"^(\x1b\[[0-9;]*m)?\(\S+ pid=\d+(, ip=[^)]*)?\)")
+
+
+def driver_tracebacks(output: str) -> list[str]:
+    """The lines of a driver's output that start a traceback of its own. Ray also forwards
+    what its workers print, and a worker that Ray stops with SIGTERM as the study shuts down
+    can print Python's "Exception ignored in ..." traceback there, after the study ended well;
+    that one is Ray's, not the driver's."""
+    return [
+        line
+        for line in output.splitlines()
+        if "Traceback (most recent call last)" in line and not _WORKER_LINE.match(line)
+    ]
+
+
 def tracking_uri(tmp: Path) -> str:
     return f"sqlite:///{tmp / 'mlflow.db'}"
 

@@ -12,7 +12,7 @@ import pytest
 from study.execution.runtime import storage_problem
 from study.execution.storage import StudyStore
 from tests.ray_nodes import head_and_worker
-from tests.study_helpers import run_study, runs_by_kind, write_study
+from tests.study_helpers import driver_tracebacks, run_study, runs_by_kind, write_study
 
 pytestmark = pytest.mark.study
 
@@ -53,7 +53,7 @@ def test_a_wrong_token_is_refused_with_one_line(two_nodes, tmp_path, tiny_model,
     assert done.returncode == 2
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: cannot start or reach --address {address}"), last
-    assert "Traceback" not in done.stderr
+    assert not driver_tracebacks(done.stderr), done.stderr[-3000:]
 
 
 def _nodes(*hosts: str) -> list[dict]:

@@ -163,17 +163,22 @@ class RayCluster:
             os.killpg(node.process.pid, signal.SIGKILL)
         node.process.wait(timeout=30)
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 5) -> None:
+        """SIGTERM to every node, then SIGKILL to what still runs after `grace_s` in all: a
+        `ray start --block` node can take 15 s and more to end on SIGTERM, and these nodes
+        and their session folder are thrown away."""
         for node in self.nodes:
             if node.process.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(node.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
         for node in self.nodes:
             try:
-                node.process.wait(timeout=15)
+                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(node.process.pid, signal.SIGKILL)
+                node.process.wait(timeout=30)
         shutil.rmtree(self.session, ignore_errors=True)
 
 

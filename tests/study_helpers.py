@@ -5,7 +5,9 @@ command that ends before anything starts), and readers of the MLflow store it wr
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
+import json
 import os
 import re
 import signal
@@ -256,3 +258,39 @@ def optuna_trials(tmp: Path) -> dict[str, list]:
         name: optuna.load_study(study_name=name, storage=url).trials
         for name in optuna.get_all_study_names(url)
     }
+
+
+# One fresh interpreter imports the study package step by step, as a notebook, the report and
+# the driver do, and notes after each step which of our modules and which heavy libraries are
+# loaded. Each step only adds imports, so a heavy library first seen at a step was loaded by it.
+_IMPORT_STAGES = """
+import json, sys
+HEAVY = ("ray", "torch", "transformers", "seqeval", "sklearn")
+seen = {}
+def note(stage):
+    ours = sorted(m for m in sys.modules if m.startswith(("study", "trainables")))
+    seen[stage] = {"ours": ours, "heavy": [m for m in HEAVY if m in sys.modules]}
+import study
+note("import study")
+from study import load_trials, load_verdicts
+note("readers")
+import study.report
+note("report")
+import study.run
+from study.spec import load_study
+load_study("ner_depth", "default")
+note("driver")
+print(json.dumps(seen))
+"""
+
+
+@functools.cache
+def import_stages() -> dict[str, dict[str, list[str]]]:
+    """What is loaded after each step of `_IMPORT_STAGES` (import study; the notebook readers;
+    the report; the driver's start-up with a study checked): one interpreter for the tests of
+    all four, seconds of imports each."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_STAGES], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -8,22 +8,14 @@ import subprocess
 import sys
 
 from study.spec import _model_config
-from tests.study_helpers import REPO
+from tests.study_helpers import REPO, import_stages
 
 HEAVY = ("torch", "transformers", "seqeval", "sklearn")
 
 
 def test_driver_start_up_imports_no_torch():
-    code = (
-        "import sys, study.run\n"
-        "from study.spec import load_study\n"
-        "load_study('ner_depth', 'default')\n"
-        f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "[]", done.stdout
+    loaded = import_stages()["driver"]["heavy"]
+    assert [m for m in HEAVY if m in loaded] == [], loaded
 
 
 # every shipped study at every profile (None: the file without a profile), checked and planned
@@ -54,11 +46,8 @@ def test_checking_and_planning_every_shipped_study_imports_no_torch():
 
 def test_making_a_report_imports_neither_ray_nor_torch():
     """A report is made from MLflow alone, on any machine that sees the store."""
-    code = "import sys, study.report\nprint([m for m in ('ray', 'torch') if m in sys.modules])\n"
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "[]", done.stdout
+    loaded = import_stages()["report"]["heavy"]
+    assert [m for m in ("ray", "torch") if m in loaded] == [], loaded
 
 
 def test_layer_count_read_from_config_json(tmp_path):

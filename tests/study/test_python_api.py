@@ -17,7 +17,7 @@ from mlflow import MlflowClient
 from study import UserInputError, load_trials, load_verdicts, run_study
 from study.names import RUN_KIND, STUDY_RUN_ID
 from study.run import main
-from tests.study_helpers import REPO, runs_by_kind, tracking_uri
+from tests.study_helpers import REPO, import_stages, runs_by_kind, tracking_uri
 
 PAGE = REPO / "docs" / "python-api.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
@@ -108,13 +108,7 @@ def test_overrides_as_a_mapping_are_the_commands_set_options(capsys):
 
 def test_import_study_loads_nothing_and_the_readers_load_no_ray():
     """A notebook that only reads a study never pays for Ray (nor torch, until ASO runs)."""
-    code = (
-        "import sys, study\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith(('study', 'trainables')))\n"
-        "from study import load_trials, load_verdicts\n"
-        "print(loaded, [m for m in ('ray', 'torch') if m in sys.modules])\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.strip() == "['study'] []", done.stdout
+    stages = import_stages()
+    assert stages["import study"]["ours"] == ["study"], stages["import study"]
+    readers = stages["readers"]["heavy"]
+    assert [m for m in ("ray", "torch") if m in readers] == [], readers

@@ -55,6 +55,7 @@ BOOL_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False
 MAX_DEPTH = 32  # levels of nesting; the shipped studies use 7
 MAX_TEXT = 4096  # characters of one value: the longest path a file system takes (PATH_MAX)
 MAX_NODES = 50_000  # values, each alias counted as all the values it repeats
+_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
 
 
 class YamlLimitError(yaml.MarkedYAMLError):
@@ -84,9 +85,6 @@ class Loader(CParser, SafeConstructor, Resolver):
         if node is not None:
             _Cost().of(node, 0)
         return node
-
-
-_TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
 
 
 class _Cost:

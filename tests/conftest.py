@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import background_study
 from tests.study_helpers import run_study, write_study
 from tests.tiny import tiny_model_folder
 
@@ -61,6 +62,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("study") and not item.get_closest_marker("smoke"):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    background_study.start_if_selected(session)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    background_study.remove(config)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,93 @@
+"""The default tier's one whole study, started in the background as soon as collection ends
+and waited for by its test, which runs last.
+
+The smoke study is mostly waiting (Ray starting, trials two at a time, the report) while the
+other ~1,400 tests of the default tier run in the pytest process; run one after the other they
+took about 110 s + 190 s on the 2-core machine. Overlapped, the tier's wall time is about the
+longer of the two. The study is the same command, in the same empty folder, with the same
+checks: only when it starts changes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SMOKE_NODE = "tests/study/test_smoke_study.py::test_the_smoke_profile_runs_end_to_end"
+SMOKE_COMMAND = ("-m", "study.run", "ner_depth", "--profile", "smoke", "--num-cpus", "2")
+_KEY = pytest.StashKey["BackgroundStudy"]()
+
+
+@dataclass
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class BackgroundStudy:
+    """`python -m study.run ner_depth --profile smoke` in a fresh folder, its output in files
+    there (a pipe nobody reads for minutes would fill and stall the study)."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="smoke-study-"))
+        self._out = open(self.folder / "stdout.txt", "w")  # noqa: SIM115 - closed in wait()
+        self._err = open(self.folder / "stderr.txt", "w")  # noqa: SIM115
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, *SMOKE_COMMAND], cwd=self.folder, env=env,
+            stdout=self._out, stderr=self._err,
+        )  # fmt: skip
+
+    def wait(self, timeout: float) -> Finished:
+        """The finished command, as subprocess.run would have returned it."""
+        try:
+            returncode = self.process.wait(timeout=timeout)
+        finally:
+            self.stop()
+        read = lambda name: (self.folder / name).read_text()  # noqa: E731
+        return Finished(returncode, read("stdout.txt"), read("stderr.txt"))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._out.close()
+        self._err.close()
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_if_selected(session: pytest.Session) -> None:
+    """Called when collection ends: if the smoke test is among the tests to run, move it to
+    the end and start its study now."""
+    smoke = [item for item in session.items if item.nodeid == SMOKE_NODE]
+    if not smoke or session.config.option.collectonly:
+        return
+    session.items.remove(smoke[0])
+    session.items.append(smoke[0])
+    session.config.stash[_KEY] = BackgroundStudy()
+
+
+def started(config: pytest.Config) -> BackgroundStudy:
+    """The study started for this session (one is started now when none was, e.g. when the
+    test is run through another node id)."""
+    if _KEY not in config.stash:
+        config.stash[_KEY] = BackgroundStudy()
+    return config.stash[_KEY]
+
+
+def remove(config: pytest.Config) -> None:
+    """At the session's end: stops a study still running (an interrupted session) and removes
+    its folder."""
+    study = config.stash.get(_KEY, None)
+    if study is not None:
+        study.remove()

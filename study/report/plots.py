@@ -49,6 +49,7 @@ def arm_labels(record: StudyRecord) -> dict[str, str]:
 
 
 MIN_PT = 7  # no tick label smaller: a figure scaled to a page stays readable
+PAGE_IN = 18.0  # widest figure of side-by-side panels, in inches; more panels wrap to a new row
 MARKERS = "osD^v"
 
 
@@ -235,8 +236,8 @@ def learning_curves(curves: pd.DataFrame, record: StudyRecord, path: Path) -> Pa
 def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
     """Confirm phase: every seed's value per arm and metric as a box with the points over it;
     grey lines join one seed across arms, since the comparisons are paired by seed. The
-    median is black, a colour no arm has. Panels side by side for a few arms, stacked for
-    many (one arm per column of text)."""
+    median is black, a colour no arm has. Panels side by side for a few arms, wrapped onto
+    rows at a page's width, stacked for many (one arm per column of text)."""
     done = record.confirm_completed()
     metrics = [m for m in record.metrics if m in done and done[m].notna().any()]
     if done.empty or not metrics:
@@ -246,10 +247,15 @@ def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
     if many:
         shape, size = (len(metrics), 1), (max(7.0, 0.22 * len(arms) + 2), 2.4 * len(metrics))
     else:
-        shape, size = (1, len(metrics)), (1.4 * len(arms) * len(metrics) + 2, 4.2)
+        panel = 1.4 * len(arms) + 0.6
+        columns = max(1, min(len(metrics), int(PAGE_IN // panel)))
+        rows = -(-len(metrics) // columns)
+        shape, size = (rows, columns), (panel * columns + 1.4, 4.2 * rows)
     fig, axes = subplots(*shape, figsize=size, squeeze=False, sharex=many)
+    for ax in axes.flat[len(metrics) :]:
+        ax.set_visible(False)
     colors, labels = arm_colors(list(record.arms)), arm_labels(record)
-    for ax, metric in zip(axes.flat, metrics, strict=True):
+    for ax, metric in zip(axes.flat[: len(metrics)], metrics, strict=True):
         table = done.pivot_table(index="seed", columns="arm", values=metric).reindex(columns=arms)
         ax.boxplot([table[a].dropna() for a in arms], widths=0.5, showfliers=False,
                    medianprops={"color": "black", "lw": 1.5})  # fmt: skip

@@ -22,8 +22,9 @@ from study.tracking.reading import StudyRecord
 
 LAYERS = 7  # hidden states 0..6, blocks 0..5
 SEEDS = (0, 1, 2)
-GRIDS = {  # 2 arms, and ner_reinit's factors at 36 arms
+GRIDS = {  # 2 arms, 6 (ner_reinit's published report: panels wrap), and 36 arms
     2: {"reinit_from": [4, 6], "data_fraction": [0.5]},
+    6: {"reinit_from": [4, 5, 6], "data_fraction": [0.5, 1.0]},
     36: {"reinit_from": list(range(12)), "data_fraction": [0.01, 0.1, 0.5]},
 }
 # sections whose figures are drawn below; a new figure must join them
@@ -183,14 +184,14 @@ def kept_figures(monkeypatch):
 
 
 @pytest.mark.slow  # over ~7 s: the slow tier
-@pytest.mark.parametrize("arms", [2, 36])
+@pytest.mark.parametrize("arms", [2, 6, 36])
 def test_every_figure_is_readable(tmp_path, kept_figures, arms):
     record = synthetic_record(arms)
     assert len(record.arms) == arms
     drawn = draw_all(record, tmp_path)
     expected = {"lr_vs_f1", "learning_curves", "seeds", "dynamics", "expected_max",
                 "stage_curves", "stage_dynamics", "layers_seeds", "layers_arms"}  # fmt: skip
-    if arms == 36:  # two factors of several values; at 2 arms only reinit_from varies
+    if arms > 2:  # two factors of several values; at 2 arms only reinit_from varies
         expected |= {"heatmap", "layers_data"}
     assert {name for name, path in drawn.items() if path} >= expected
     assert len(kept_figures) == len([p for p in drawn.values() if p])

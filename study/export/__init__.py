@@ -3,8 +3,10 @@ folder that `AutoModelForTokenClassification.from_pretrained` reloads.
 
 - `choose`: which trial run an `--arm`/`--seed` or `--best` names, refused in one line when
   none or several do;
+- `register`: `--register`, the folder as a registered MLflow model of the trial run;
 - `__main__`: the command line, which downloads that run's `model/` artifact.
 
-Nothing is imported here, and nothing of torch anywhere: the folder was written by the trial
-(trainables/model/export.py) and logged by the driver (study/tracking/artifacts.py).
+Nothing is imported here, and torch only by `register`, when asked: the folder was written
+by the trial (trainables/model/export.py) and logged by the driver
+(study/tracking/artifacts.py).
 """

@@ -7,7 +7,8 @@ Hugging Face folder (config with id2label/label2id, weights, tokenizer).
 The trial wrote the folder into its final checkpoint and the driver logged it to the trial's
 MLflow run as `model/` (study/tracking/artifacts.py); this command finds the run
 (study/export/choose.py) and downloads that folder, into a temporary folder beside `--out`
-that is renamed into place whole.
+that is renamed into place whole. `--register NAME` also makes it an MLflow model of the
+trial run (study/export/register.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from study.export.choose import ChosenTrial, choose_trial
+from study.export.register import register_folder
 from study.names import MODEL_ARTIFACT, tracking_uri
 from study.tracking.artifacts import no_progress_bars
 from study.tracking.reading import load_study_record
@@ -30,9 +32,12 @@ EXAMPLES = """examples:
   python -m study.export ner_depth --arm depth=full-1 --seed 3
   python -m study.export ner_depth --best --out models/best
   python -m study.export ner_depth --best --arm depth=6   # the best seed of one arm
+  python -m study.export ner_depth --best --register ner-tagger   # also an MLflow model
 
 The folder reloads with AutoModelForTokenClassification.from_pretrained(FOLDER) and
-AutoTokenizer.from_pretrained(FOLDER). The same command is installed as `study-export`."""
+AutoTokenizer.from_pretrained(FOLDER); a registered one with
+mlflow.transformers.load_model("models:/NAME/VERSION"). The same command is installed as
+`study-export`."""
 
 
 def build_parser() -> OneLineParser:
@@ -43,9 +48,9 @@ def build_parser() -> OneLineParser:
         "weights as the trial\nscored them (under until_plateau, the best evaluation's), its "
         "tokenizer and its label map.",
         epilog=EXAMPLES + "\n\n" + exit_codes({
-            0: "the folder is written",
+            0: "the folder is written (and registered, with --register)",
             2: "bad input: no such store, study, run, arm or seed, a trial without a kept "
-            "model, or --out not empty; one line",
+            "model, --out not empty, or a name the registry refuses; one line",
         }),
     )  # fmt: skip
     parser.add_argument("study", help="study name (the MLflow experiment)")
@@ -58,6 +63,10 @@ def build_parser() -> OneLineParser:
     parser.add_argument("--out", metavar="FOLDER",
                         help="the folder to write, new or empty "
                         "(default models/<study>/<arm>-seed<N>)")  # fmt: skip
+    parser.add_argument("--register", metavar="NAME",
+                        help="also log the folder to the trial's run as an MLflow model "
+                        "(transformers flavour) and register it as NAME, a new version "
+                        "each time")  # fmt: skip
     parser.add_argument("--tracking-uri", metavar="URI",
                         help="MLflow tracking URI (default sqlite:///mlflow.db)")  # fmt: skip
     parser.add_argument("--run-id", metavar="RUN",
@@ -114,11 +123,14 @@ def main(argv: list[str] | None = None) -> int:
         chosen = choose_trial(record, args.arm, args.seed, args.best)
         out = Path(args.out) if args.out else default_folder(args.study, chosen)
         download_model(uri, chosen, out)
+        print(f"exported arm {chosen.arm} seed {chosen.seed} ({chosen.metric} "
+              f"{chosen.value:.4f}, trial run {chosen.run_id}) to {out}")  # fmt: skip
+        if args.register:
+            version = register_folder(uri, chosen, out, args.register)
+            print(f"registered as models:/{args.register}/{version}")
     except UserInputError as err:
         print(f"error: {joined(err)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"exported arm {chosen.arm} seed {chosen.seed} ({chosen.metric} {chosen.value:.4f}, "
-          f"trial run {chosen.run_id}) to {out}")  # fmt: skip
     return 0
 
 

@@ -74,6 +74,26 @@ def test_f1_from_the_reloaded_folder(folder, corpus: dict[str, str], params: dic
 test_f1_from_the_reloaded_folder.__test__ = False  # a helper, not a test
 
 
+def registered_model_is_the_folder(tmp_path, name: str, run_id: str, folder) -> None:
+    """Version 1 of `name` names the trial run, and MLflow's transformers flavour loads from
+    it the exported folder's weights and tokenizer, unchanged."""
+    import mlflow.transformers
+
+    client = MlflowClient(tracking_uri(tmp_path))
+    assert client.get_model_version(name, "1").run_id == run_id
+    assert client.get_run(run_id).info.status == "FINISHED"  # the trial run was not reopened
+    mlflow.set_tracking_uri(tracking_uri(tmp_path))
+    mlflow.set_registry_uri(tracking_uri(tmp_path))
+    parts = mlflow.transformers.load_model(f"models:/{name}/1", return_type="components")
+    exported = AutoModelForTokenClassification.from_pretrained(folder).state_dict()
+    loaded = parts["model"].state_dict()
+    assert exported.keys() == loaded.keys()
+    assert all(torch.equal(exported[k], loaded[k]) for k in exported)
+    assert parts["tokenizer"]("john lives in paris").input_ids == (
+        AutoTokenizer.from_pretrained(folder)("john lives in paris").input_ids
+    )
+
+
 def test_an_exported_confirm_trial_tags_the_test_set_as_the_trial_did(
     tmp_path, tiny_model, tiny_corpus
 ):
@@ -102,10 +122,12 @@ def test_an_exported_confirm_trial_tags_the_test_set_as_the_trial_did(
     best = min(
         trials.values(), key=lambda r: (r.data.metrics["dev_loss"], int(r.data.tags["seed"]))
     )
-    chosen = export(tmp_path, "--best", "--out", str(tmp_path / "best"))
+    chosen = export(tmp_path, "--best", "--out", str(tmp_path / "best"), "--register", "tagger")
     assert chosen.returncode == 0, chosen.stderr
     assert f"exported arm {best.data.tags['arm']} seed {best.data.tags['seed']} " in chosen.stdout
     assert (tmp_path / "best" / "model.safetensors").is_file()
+    assert "registered as models:/tagger/1" in chosen.stdout
+    registered_model_is_the_folder(tmp_path, "tagger", best.info.run_id, tmp_path / "best")
     # the folder the driver logged to the trial run
     client = MlflowClient(tracking_uri(tmp_path))
     assert {f.path for f in client.list_artifacts(run.info.run_id, "model")} >= {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,9 +56,15 @@ class BackgroundStudy:
         return Finished(returncode, read("stdout.txt"), read("stderr.txt"))
 
     def stop(self) -> None:
+        """Ends a study still running as Ctrl-C would (Ray shut down, the store closed), and
+        kills it if it has not ended within 20 s."""
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         self._out.close()
         self._err.close()
 

@@ -19,9 +19,11 @@ fraction of a grid's cost; this measures it, for every arm of the study (`--stud
   run at the file's `samples`, seed count and ASHA rungs: the study's own explore
   (`study`: its sampler, TPE here, with ASHA), TPE without ASHA, random search with and
   without ASHA, and a coarse grid (`samples` log-spaced lrs over the study's range, all on
-  the explore seeds, never pruned). The chosen lr per arm is the study's own rule
-  (`study.search.confirm.best_per_arm`: the best seed mean among samples whose seeds all
-  completed).
+  the explore seeds, never pruned). TPE's first max(2, samples // 2) draws are its random
+  start-up, from the same seed as the random sampler's (the same lrs): at ner_depth's 3
+  samples, TPE and random search differ in the third sample only. The chosen lr per arm is
+  the study's own rule (`study.search.confirm.best_per_arm`: the best seed mean among samples
+  whose seeds all completed).
 - Regret, per repetition, averaged over arms: the grid's best mean dev metric minus its mean
   dev metric at the chosen lr (linear in log lr between grid points), and the same for test
   F1 (the analysis' primary metric) on the grid's seeds, so the seeds that chose an lr never
@@ -30,18 +32,24 @@ fraction of a grid's cost; this measures it, for every arm of the study (`--stud
   repetitions; printed, and written with the grid and every repetition as CSV files and a
   plot of regret against cost share into `--out`.
 
-The cache: the grid is paid for once. Its trials live in the MLflow store `--cache` (default
-sqlite under bench/.cache/search_efficiency/, not committed), tagged with a key of the study,
-profile, trainable, model and data fingerprints, precision, metric, fixed settings and grid
-seeds (bench/search_reference.py says what invalidates it); a rerun trains only the grid
-points the store lacks. `--refresh` retrains the whole grid (after a change to the training
-code, which the key does not see). Without a cache, the script first prints how long building
-one takes: at most the grid's trials x the budget's max epochs, at a stated time per
-trial-epoch (`--epoch-s`, or the figure for this precision from docs/benchmarks.md).
+The cache: the grid, and each contender repetition, are paid for once. Their study runs live
+in the MLflow store `--cache` (default sqlite under bench/.cache/search_efficiency/, not
+committed; Ray's results beside it), tagged with a key of the study, profile, trainable,
+model and data fingerprints, precision, metric, fixed settings and grid seeds (a contender's
+also with the search range, the explore settings and its overrides; bench/search_reference.py
+says what invalidates it). A rerun trains only the grid points and contender repetitions the
+store lacks, so with a full cache it only reads and prints. `--refresh` retrains everything of
+this key (after a change to the training code, which the key does not see). Without a cache,
+the script first prints how long building the grid takes: at most its trials x the budget's
+max epochs, at a stated time per trial-epoch (`--epoch-s`, or this precision's figure from
+docs/benchmarks.md).
 
 Cost on the real model: ner_depth's default profile (2 arms, until_plateau up to 8 epochs)
-with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs, about 2 hours in bf16 on the
-2-core machine and about 5 in fp32; the contenders then add about 5 x 5 x 6 trials per arm.
+with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 2.5 hours in bf16 on the
+2-core machine, 5 in fp32. The contenders add 5 x 5 repetitions of 12 trials each (3 samples
+x 2 seeds x 2 arms), in the synthetic run 0.13-0.21 of the grid's trial-epochs per
+repetition: about 4 grids more, so the first full run is a day of fp32 and the runs after it
+read the cache in minutes.
 It has not been run here: a 2-core machine without native bf16 trains fp32 for hours. The
 synthetic mode (`--trainable synthetic`: the response surface of trainables/settings/surface.py,
 no model) runs everything in minutes to test the machinery; its numbers are never a finding,
@@ -94,9 +102,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", default="default")
     p.add_argument("--trainable", choices=("tagger", "synthetic"), default="tagger")
     p.add_argument(
-        "--cache", help=f"MLflow store of the grid (default sqlite:///{CACHE}/mlflow.db)"
+        "--cache", help=f"MLflow store of the runs (default sqlite:///{CACHE}/mlflow.db)"
     )
-    p.add_argument("--refresh", action="store_true", help="retrain the cached grid")
+    p.add_argument("--refresh", action="store_true", help="retrain the cached runs")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "search_efficiency")
     p.add_argument("--grid-lrs", type=int, default=12, help="dense grid points (>= 2)")
     p.add_argument("--grid-seeds", type=int, nargs="+", default=[1000, 1001, 1002])
@@ -133,6 +141,7 @@ def runner(args, uri: str, storage: Path):
     of the bench's own and `--set`'s."""
 
     def run(overrides: dict) -> str:
+        start_ray(args.num_cpus)
         sets = [*base_overrides(args), *texts(overrides)]
         outcome = run_study(args.study, args.profile, sets, uri, storage=str(storage),
                             reports="none", num_cpus=args.num_cpus)  # fmt: skip
@@ -233,22 +242,35 @@ def measure(curves: pd.DataFrame, chosen: dict[str, float], sign: float) -> dict
     return out
 
 
-def run_contenders(args, spec, curves: pd.DataFrame) -> pd.DataFrame:
-    uri = f"sqlite:///{args.out / 'contenders.db'}"
-    run = runner(args, uri, args.out / "ray_results")
+def contender_run(args, spec, uri: str, key: str, name: str, repetition: int) -> tuple[str, bool]:
+    """The study run of one contender repetition, and whether it was cached; a new one is
+    tagged for the next call."""
+    overrides = contender_overrides(name, spec, repetition)
+    tag = grid.contender_tag(key, spec, overrides)
+    cached = grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, tag)
+    if cached:
+        return cached[0], True
+    run_id = runner(args, uri, args.storage)(overrides)
+    grid.tag(uri, [run_id], tag, grid.CONTENDER_TAG)
+    return run_id, False
+
+
+def run_contenders(args, spec, uri: str, curves: pd.DataFrame) -> pd.DataFrame:
+    key = grid.cache_key(spec, args.grid_seeds)
     sign = 1.0 if spec.metric.mode == "max" else -1.0
     grid_epochs = curves.trial_epochs.sum()
     rows = []
     for repetition in range(args.repetitions):
         for name in args.contenders:
-            run_id = run(contender_overrides(name, spec, repetition))
+            run_id, cached = contender_run(args, spec, uri, key, name, repetition)
             trials = load_trials(uri, spec.name, run_id)
             chosen = chosen_lrs(trials, spec, "lr" if CONTENDERS[name] is None else "sample")
             epochs = float(trials.epoch.fillna(0).sum())
             row = {"contender": name, "repetition": repetition, "trial_epochs": epochs,
                    "cost_share": epochs / grid_epochs, **measure(curves, chosen, sign)}  # fmt: skip
             rows.append(row | {f"lr {arm}": lr for arm, lr in chosen.items()})
-            say(args, f"{name} repetition {repetition}: chose {chosen}, regret dev "
+            say(args, f"{name} repetition {repetition}{' (cached)' if cached else ''}: chose "
+                f"{ {arm: float(f'{lr:.3g}') for arm, lr in chosen.items()} }, regret dev "
                 f"{row['regret_dev']:.4f}, cost share {row['cost_share']:.3f}")  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -313,11 +335,14 @@ def write_outputs(args, table, reps, curves) -> None:
 
 
 def start_ray(num_cpus: int | None) -> None:
-    """One Ray for every study run (each run_study would start and stop its own)."""
+    """One Ray for every study run (each run_study would start and stop its own), started at
+    the first: a run that finds everything cached starts none."""
     import ray
 
     from study.progress.quiet import ray_init_options
 
+    if ray.is_initialized():
+        return
     ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING,
              object_store_memory=256 * 1024**2, **ray_init_options(False))  # fmt: skip
 
@@ -336,9 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         say(args, machine_line("synthetic" if spec.synthetic else resolved_precision(spec)))
         if spec.synthetic:
             say(args, NOT_A_FINDING)
-        start_ray(args.num_cpus)
         curves = reference(args, spec, uri)
-        reps = run_contenders(args, spec, curves)
+        reps = run_contenders(args, spec, uri, curves)
     except UserInputError as err:
         print(f"search_efficiency: {err}", file=sys.stderr)
         return 2

@@ -32,6 +32,8 @@ from study.precision import resolved_precision
 from study.spec import StudySpec
 
 KEY_TAG = "bench.search_efficiency.grid_key"
+# a contender repetition's run: `<grid key>:<hash of what else it ran with>`
+CONTENDER_TAG = "bench.search_efficiency.contender"
 
 
 def log_spaced(low: float, high: float, count: int) -> list[float]:
@@ -58,29 +60,41 @@ def cache_key(spec: StudySpec, seeds: list[int]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _tagged_runs(client: MlflowClient, study: str, key: str) -> list[str]:
+def tagged_runs(uri: str, study: str, tag: str, value: str) -> list[str]:
+    """The study runs whose `tag` is `value` (`value` may hold SQL LIKE's % for any text)."""
+    client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(study)
     if experiment is None:
         return []
-    runs = client.search_runs([experiment.experiment_id], f"tags.`{KEY_TAG}` = '{key}'")
+    runs = client.search_runs([experiment.experiment_id], f"tags.`{tag}` LIKE '{value}'")
     return [run.info.run_id for run in runs]
 
 
 def cached_trials(uri: str, study: str, key: str) -> pd.DataFrame:
     """The confirm trials of every run tagged with `key`, one row per trial."""
-    runs = _tagged_runs(MlflowClient(uri), study, key)
+    runs = tagged_runs(uri, study, KEY_TAG, key)
     tables = [load_trials(uri, study, run_id) for run_id in runs]
     tables = [t[t.phase == CONFIRM] for t in tables if len(t)]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
 def untag(uri: str, study: str, key: str) -> int:
-    """`--refresh`: the runs of this key no longer count as the cache; how many there were."""
+    """`--refresh`: the grid's and the contenders' runs of this key no longer count as the
+    cache; how many there were."""
     client = MlflowClient(uri)
-    runs = _tagged_runs(client, study, key)
-    for run_id in runs:
-        client.delete_tag(run_id, KEY_TAG)
-    return len(runs)
+    untagged = 0
+    for tag, value in ((KEY_TAG, key), (CONTENDER_TAG, f"{key}:%")):
+        for run_id in tagged_runs(uri, study, tag, value):
+            client.delete_tag(run_id, tag)
+            untagged += 1
+    return untagged
+
+
+def contender_tag(key: str, spec: StudySpec, overrides: dict) -> str:
+    """A contender repetition's cache tag: the grid's key, then a hash of the study's search
+    and explore settings and the repetition's overrides (sampler, seeds, ASHA or not)."""
+    text = json.dumps([repr(spec.search), repr(spec.explore), overrides], sort_keys=True)
+    return f"{key}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def missing_points(arms: list[Arm], lrs: list[float], trials: pd.DataFrame) -> dict[str, list]:
@@ -112,10 +126,10 @@ def build_missing(
     return run_ids
 
 
-def tag(uri: str, run_ids: list[str], key: str) -> None:
+def tag(uri: str, run_ids: list[str], value: str, name: str = KEY_TAG) -> None:
     client = MlflowClient(uri)
     for run_id in run_ids:
-        client.set_tag(run_id, KEY_TAG, key)
+        client.set_tag(run_id, name, value)
 
 
 def curves(trials: pd.DataFrame, lrs: list[float], metric: str, primary: str) -> pd.DataFrame:

@@ -52,8 +52,8 @@ repetition: about 4 grids more, so the first full run is a day of fp32 and the r
 read the cache in minutes.
 It has not been run here: a 2-core machine without native bf16 trains fp32 for hours. The
 synthetic mode (`--trainable synthetic`: the response surface of trainables/settings/surface.py,
-no model) runs everything in minutes to test the machinery; its numbers are never a finding,
-and everything it prints and writes says so.
+no model; by default 10 grid lrs and 2 repetitions) runs everything in about 4 minutes to test
+the machinery; its numbers are never a finding, and everything it prints and writes says so.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ import pandas as pd
 import search_reference as grid
 from support import machine_line
 
-from study import UserInputError, load_trials, run_study
+from study import StudyStopped, UserInputError, load_trials, run_study
 from study.plan import make_plan, max_epochs
 from study.precision import resolved_precision
 from study.search.confirm import best_per_arm
@@ -106,10 +106,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--refresh", action="store_true", help="retrain the cached runs")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "search_efficiency")
-    p.add_argument("--grid-lrs", type=int, default=12, help="dense grid points (>= 2)")
+    p.add_argument("--grid-lrs", type=int, help="dense grid points (default 12; synthetic 10)")
     p.add_argument("--grid-seeds", type=int, nargs="+", default=[1000, 1001, 1002])
     p.add_argument("--beyond", type=float, default=0.5, help="decades past each end of the range")
-    p.add_argument("--repetitions", type=int, default=5)
+    p.add_argument("--repetitions", type=int, help="per contender (default 5; synthetic 2)")
     p.add_argument("--contenders", nargs="+", choices=list(CONTENDERS), default=list(CONTENDERS))
     p.add_argument(
         "--set",
@@ -121,6 +121,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-cpus", type=int, help="Ray's CPUs (default: all)")
     p.add_argument("--epoch-s", type=float, help="seconds per trial-epoch for the estimate")
     args = p.parse_args(argv)
+    small = args.trainable == "synthetic"  # a check of the machinery: minutes, not hours
+    args.grid_lrs = (10 if small else 12) if args.grid_lrs is None else args.grid_lrs
+    args.repetitions = (2 if small else 5) if args.repetitions is None else args.repetitions
     if args.grid_lrs < 2 or args.repetitions < 1:
         p.error("--grid-lrs must be >= 2 and --repetitions >= 1")
     return args
@@ -168,18 +171,31 @@ def say(args, text: str) -> None:
           flush=True)  # fmt: skip
 
 
-def estimate(args, spec, todo: int) -> None:
-    arms = make_plan(spec).arms
-    epochs = todo * len(args.grid_seeds) * max(max_epochs(spec, a) for a in arms)
+def _duration(args, spec, epochs: float) -> str:
+    """`epochs` trial-epochs as wall time, at the stated (or --epoch-s) seconds per epoch."""
     precision = "synthetic" if spec.synthetic else resolved_precision(spec)
     per_epoch = args.epoch_s or EPOCH_S[precision]
     at_once = max(1, int((args.num_cpus or os.cpu_count() or 1) // spec.resources.get("cpu", 1)))
     seconds = epochs * per_epoch / at_once
     took = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
-    say(args, f"building the grid cache: {todo} (arm, lr) points x {len(args.grid_seeds)} "
-        f"seeds, at most {epochs:.0f} trial-epochs; at {per_epoch:g} s per trial-epoch "
-        f"({'--epoch-s' if args.epoch_s else 'stated, ' + precision}) and {at_once} trials at "
-        f"once: about {took}")  # fmt: skip
+    source = "--epoch-s" if args.epoch_s else f"stated for {precision}"
+    return f"about {took} at {per_epoch:g} s per trial-epoch ({source}), {at_once} trials at once"
+
+
+def estimate(args, spec, todo: int) -> None:
+    """What building the cache costs: the missing grid points, then the contenders at most."""
+    longest = max(max_epochs(spec, a) for a in make_plan(spec).arms)
+    grid_epochs = todo * len(args.grid_seeds) * longest
+    arms, trials = len(make_plan(spec).arms), spec.explore.samples * len(spec.explore.seeds)
+    contender_epochs = args.repetitions * len(args.contenders) * arms * trials * longest
+    say(
+        args,
+        f"building the grid cache: {todo} (arm, lr) points x {len(args.grid_seeds)} "
+        f"seeds, at most {grid_epochs:.0f} trial-epochs: {_duration(args, spec, grid_epochs)}",
+    )
+    say(args, f"then the contenders not cached yet, at most {contender_epochs:.0f} "
+        f"trial-epochs (ASHA and plateaus stop many sooner): "
+        f"{_duration(args, spec, contender_epochs)}")  # fmt: skip
 
 
 def reference(args, spec, uri: str) -> pd.DataFrame:
@@ -349,15 +365,14 @@ def start_ray(num_cpus: int | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     uri = args.cache or f"sqlite:///{CACHE / 'mlflow.db'}"
-    if not args.cache:
-        CACHE.mkdir(parents=True, exist_ok=True)
     local = uri.startswith("sqlite:///")
     args.storage = (Path(uri.removeprefix("sqlite:///")).parent if local else CACHE) / "ray_results"
     try:
         spec = load_study(args.study, args.profile, overrides=base_overrides(args))
-        searched_range(spec)
+        searched_range(spec)  # refused before anything is written
+        for folder in (args.out, args.storage.parent):
+            folder.mkdir(parents=True, exist_ok=True)
         say(args, machine_line("synthetic" if spec.synthetic else resolved_precision(spec)))
         if spec.synthetic:
             say(args, NOT_A_FINDING)
@@ -366,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserInputError as err:
         print(f"search_efficiency: {err}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, StudyStopped) as err:
+        stopped = "interrupted" if isinstance(err, KeyboardInterrupt) else "a study run stopped"
+        print(f"search_efficiency: {stopped}; the same command goes on from the cache (the "
+              "run that was training is not in it)", file=sys.stderr)  # fmt: skip
+        return 130
     table = summary(reps, args.trainable)
     print_table(args, table, curves, 1.0 if spec.metric.mode == "max" else -1.0)
     write_outputs(args, table, reps, curves)

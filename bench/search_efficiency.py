@@ -205,7 +205,7 @@ def reference(args, spec, uri: str) -> pd.DataFrame:
     lrs = grid.log_spaced(low / widen, high * widen, args.grid_lrs)
     key = grid.cache_key(spec, args.grid_seeds)
     if args.refresh:
-        say(args, f"--refresh: {grid.untag(uri, spec.name, key)} cached grid run(s) set aside")
+        say(args, f"--refresh: {grid.untag(uri, spec.name, key)} cached run(s) set aside")
     arms = make_plan(spec).arms
     missing = grid.missing_points(arms, lrs, grid.cached_trials(uri, spec.name, key))
     todo = sum(len(v) for v in missing.values())

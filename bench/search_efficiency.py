@@ -177,7 +177,9 @@ def _duration(args, spec, epochs: float) -> str:
     per_epoch = args.epoch_s or EPOCH_S[precision]
     at_once = max(1, int((args.num_cpus or os.cpu_count() or 1) // spec.resources.get("cpu", 1)))
     seconds = epochs * per_epoch / at_once
-    took = f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+    units = ((3600, "h", ".1f"), (60, "min", ".0f"), (1, "s", ".0f"))
+    size, unit, form = next(u for u in units if seconds >= u[0] or u[0] == 1)
+    took = f"{seconds / size:{form}} {unit}"
     source = "--epoch-s" if args.epoch_s else f"stated for {precision}"
     return f"about {took} at {per_epoch:g} s per trial-epoch ({source}), {at_once} trials at once"
 

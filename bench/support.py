@@ -28,3 +28,19 @@ def suite_helper(name: str) -> ModuleType:
         sys.modules["tests"] = package
         spec.loader.exec_module(package)
     return importlib.import_module(f"tests.{name}")
+
+
+# the CPU flags a bench's speed depends on most: wide vectors and the bf16 / AMX units
+SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def machine_line(precision: str) -> str:
+    """A bench's header: the CPU and cores, its speed-relevant flags, whether it has native
+    bf16 (or the forced answer) and the precision the numbers were made in."""
+    from study.fingerprint import hardware
+    from trainables.settings.precision import cpuinfo_flags, host_has_native_bf16
+
+    present = cpuinfo_flags()
+    flags = " ".join(f for f in SPEED_FLAGS if f in present) or "none of " + ", ".join(SPEED_FLAGS)
+    native = "native bf16" if host_has_native_bf16() else "no native bf16"
+    return f"{hardware()}; flags: {flags}; {native}; precision {precision}"

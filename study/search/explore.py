@@ -52,7 +52,8 @@ _storage_failed = False  # the Optuna storage failed once in this process: said 
 
 class ArmSearcher(SavedSearcher):
     """Explore phase: per-arm seeded Optuna samples (TPE unless the study's `sampler` says
-    otherwise), each run once per seed; owns the sample book.
+    otherwise; arm i's sampler seeded with the study's `sampler_seed` + i), each run once per
+    seed; owns the sample book.
 
     With `optuna_storage` (an RDB URL) and `optuna_prefix`, each arm's samples are also
     written there whenever Tune saves the searcher (`study.search.optuna_storage`)."""
@@ -62,7 +63,6 @@ class ArmSearcher(SavedSearcher):
         spec: StudySpec,
         arms: list[Arm],
         *,
-        sampler_seed: int = 0,
         optuna_storage: str | None = None,
         optuna_prefix: str = "",
     ):
@@ -75,10 +75,11 @@ class ArmSearcher(SavedSearcher):
         direction = "maximize" if spec.metric.mode == "max" else "minimize"
         # random start-up draws depend on the seed alone, not on what finished first
         startup = max(2, min(10, spec.explore.samples // 2))
+        seed = spec.explore.sampler_seed  # 0 unless the study repeats a search on purpose
         self._studies = {
             arm.id: optuna.create_study(
                 direction=direction,
-                sampler=make_sampler(spec.explore.sampler, sampler_seed + arm.index, startup),
+                sampler=make_sampler(spec.explore.sampler, seed + arm.index, startup),
             )
             for arm in arms
         }

@@ -30,6 +30,8 @@ EXPLORE_KEYS = {
     "sample trains on",
     "asha": "`{grace_period, reduction_factor}`: prune samples early with ASHA; absent: none",
     "sampler": "`tpe` (default), `random` or `gp`: the Optuna sampler each arm's search uses",
+    "sampler_seed": "an integer >= 0 (default 0): seeds the samplers, arm i's with this + i; "
+    "another value draws other samples (independent repetitions of a search)",
 }
 ASHA_KEYS = {
     "grace_period": "a number > 0: epochs before the first pruning decision",
@@ -134,7 +136,7 @@ def _explore(
     if value is None:
         return None
     path = ("phases", "explore")
-    doc.mapping(path, value, "a mapping with samples, seeds, asha and sampler")
+    doc.mapping(path, value, "a mapping with samples, seeds, asha, sampler and sampler_seed")
     doc.check_keys(path, value, tuple(EXPLORE_KEYS))
     if not search:
         raise doc.fail(path, "the explore phase samples the `search` factors, but `search` "
@@ -150,7 +152,10 @@ def _explore(
                       "repeat trials")  # fmt: skip
     phase_seeds = _phase_seeds(doc, (*path, "seeds"), value.get("seeds"), seeds, 0)
     sampler = check_sampler(doc, (*path, "sampler"), value.get("sampler"))
-    return ExplorePhase(samples, phase_seeds, _asha(doc, value.get("asha")), sampler)
+    seed_path, sampler_seed = (*path, "sampler_seed"), value.get("sampler_seed", 0)
+    doc.integer(seed_path, sampler_seed, 0, "the samplers' seed, an integer >= 0")
+    asha = _asha(doc, value.get("asha"))
+    return ExplorePhase(samples, phase_seeds, asha, sampler, sampler_seed)
 
 
 def _distinct_samples(search: dict[str, Distribution]) -> int | None:

@@ -27,6 +27,7 @@ class ExplorePhase:
     seeds: tuple[int, ...]
     asha: AshaSettings | None
     sampler: str = "tpe"  # an Optuna sampler's name in study/spec/samplers.py
+    sampler_seed: int = 0  # arm i's sampler is seeded with this + i
 
 
 @dataclass(frozen=True)

@@ -54,3 +54,31 @@ def test_the_explore_searcher_uses_the_sampler_the_study_names(name, tmp_path, t
     searcher = ArmSearcher(spec, make_plan(spec).arms)
     kinds = {type(s.sampler).__name__ for s in searcher._studies.values()}
     assert kinds == {CLASSES[name or DEFAULT_SAMPLER]}
+
+
+LOG_LR = {"lr": {"type": "loguniform", "low": 1.0e-6, "high": 3.0e-3}}
+
+
+def _first_draws(folder, model, corpus, **explore) -> list[dict]:
+    """The explore searcher's first sample in each arm of a study whose explore has `explore`."""
+    phases = {"explore": {"samples": 2, "seeds": 2, **explore}}
+    path = write_study(folder, model, corpus, search=LOG_LR, phases=phases)
+    spec = load_study(str(path), "default")
+    searcher = ArmSearcher(spec, make_plan(spec).arms)
+    return [study.ask(searcher._distributions).params for study in searcher._studies.values()]
+
+
+def test_sampler_seed_draws_other_samples_and_its_default_keeps_the_old_ones(
+    tmp_path, tiny_model, tiny_corpus
+):
+    """`sampler_seed` 0 (the default) draws what every study drew before the key existed, arm
+    i's sampler seeded with i; another value is an independent repetition of the search."""
+    study = (tmp_path, str(tiny_model), tiny_corpus)
+    unset = _first_draws(*study)
+    space = {"lr": optuna.distributions.FloatDistribution(1e-6, 3e-3, log=True)}
+    seeded_by_arm = [
+        optuna.create_study(sampler=make_sampler(DEFAULT_SAMPLER, i, 2)).ask(space).params
+        for i in range(2)
+    ]
+    assert unset == seeded_by_arm == _first_draws(*study, sampler_seed=0)
+    assert _first_draws(*study, sampler_seed=7) != unset

@@ -54,6 +54,9 @@ BAD = [
      "of tpe, random, gp (default tpe)", "sampler: tpee"),
     ("sampler not a name", {"phases.explore.sampler": 3},
      "phases.explore.sampler: 3 is not an Optuna sampler here; one of tpe", "sampler: 3"),
+    ("sampler seed negative", {"phases.explore.sampler_seed": -1},
+     "phases.explore.sampler_seed: -1 is not allowed: the samplers' seed, an integer >= 0",
+     "sampler_seed: -1"),
     ("asha missing grace", drop("phases.explore.asha.grace_period"),
      "phases.explore.asha.grace_period is missing", "asha:"),
 ]  # fmt: skip

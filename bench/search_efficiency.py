@@ -1,0 +1,398 @@
+"""Does the search inside each arm earn its keep? Each contender's chosen learning rate, at the
+explore budget the study file gives, against a dense learning-rate grid trained out on seeds
+no explore uses: its regret (how much worse the chosen lr is than the grid's best) and its
+cost (trial-epochs, as a share of the grid's).
+
+    ./with-venv python bench/search_efficiency.py                     # ner_depth, default profile
+    ./with-venv python bench/search_efficiency.py --trainable synthetic   # the machinery, ~4 min
+
+The project's promise is that Optuna and ASHA inside each arm find a good configuration at a
+fraction of a grid's cost; this measures it, for every arm of the study (`--study`,
+`--profile`), whose one searched factor must be a loguniform learning rate.
+
+- The reference: `--grid-lrs` log-spaced learning rates over the study's search range widened
+  by `--beyond` decades at each end, each trained with the profile's full budget on
+  `--grid-seeds` (1000-1002) by the study machinery itself (bench/search_reference.py). Per
+  arm, its mean dev metric over those seeds, as a curve in log lr; the answer is its best.
+- The contenders, each run `--repetitions` times (repetition r: explore seeds 100 + n*r ...,
+  the samplers' `phases.explore.sampler_seed` 100*r), each repetition one explore-only study
+  run at the file's `samples`, seed count and ASHA rungs: the study's own explore
+  (`study`: its sampler, TPE here, with ASHA), TPE without ASHA, random search with and
+  without ASHA, and a coarse grid (`samples` log-spaced lrs over the study's range, all on
+  the explore seeds, never pruned). TPE's first max(2, samples // 2) draws are its random
+  start-up, from the same seed as the random sampler's (the same lrs): at ner_depth's 3
+  samples, TPE and random search differ in the third sample only. The chosen lr per arm is
+  the study's own rule (`study.search.confirm.best_per_arm`: the best seed mean among samples
+  whose seeds all completed).
+- Regret, per repetition, averaged over arms: the grid's best mean dev metric minus its mean
+  dev metric at the chosen lr (linear in log lr between grid points), and the same for test
+  F1 (the analysis' primary metric) on the grid's seeds, so the seeds that chose an lr never
+  score it. Cost: the trial-epochs a repetition trained (each trial's last `epoch`, pruned
+  ones included), and their share of the grid's. Table: mean and standard deviation over
+  repetitions; printed, and written with the grid and every repetition as CSV files and a
+  plot of regret against cost share into `--out`.
+
+The cache: the grid, and each contender repetition, are paid for once. Their study runs live
+in the MLflow store `--cache` (default sqlite under bench/.cache/search_efficiency/, not
+committed; Ray's results beside it), tagged with a key of the study, profile, trainable,
+model and data fingerprints, precision, metric, fixed settings and grid seeds (a contender's
+also with the search range, the explore settings and its overrides; bench/search_reference.py
+says what invalidates it). A rerun trains only the grid points and contender repetitions the
+store lacks, so with a full cache it only reads and prints. `--refresh` retrains everything of
+this key (after a change to the training code, which the key does not see). Without a cache,
+the script first prints how long building the grid takes: at most its trials x the budget's
+max epochs, at a stated time per trial-epoch (`--epoch-s`, or this precision's figure from
+docs/benchmarks.md).
+
+Cost on the real model: ner_depth's default profile (2 arms, until_plateau up to 8 epochs)
+with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 2.5 hours in bf16 on the
+2-core machine, 5 in fp32. The contenders add 5 x 5 repetitions of 12 trials each (3 samples
+x 2 seeds x 2 arms), in the synthetic run 0.13-0.21 of the grid's trial-epochs per
+repetition: about 4 grids more, so the first full run is a day of fp32 and the runs after it
+read the cache in minutes.
+It has not been run here: a 2-core machine without native bf16 trains fp32 for hours. The
+synthetic mode (`--trainable synthetic`: the response surface of trainables/settings/surface.py,
+no model; by default 10 grid lrs and 2 repetitions) runs everything in about 4 minutes to test
+the machinery; its numbers are never a finding, and everything it prints and writes says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import search_reference as grid
+from support import machine_line
+
+from study import StudyStopped, UserInputError, load_trials, run_study
+from study.plan import make_plan, max_epochs
+from study.precision import resolved_precision
+from study.search.confirm import best_per_arm
+from study.spec import LogUniform, load_study
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / "bench" / ".cache" / "search_efficiency"
+# the synthetic surface standing in for MiniLM on WNUT-16: 6 blocks, 105 steps per epoch
+SURFACE = {"synthetic": {"layers": 6, "best_lr": 1.0e-4, "steps_per_epoch": 105}}
+NOT_A_FINDING = "SYNTHETIC: a response surface tests the machinery; these numbers are no finding"
+# seconds per trial-epoch of one 1-thread ner_depth default trial on the 2-core machine
+# (docs/benchmarks.md: ~60 s fp32; the bf16 step 2.5x faster, plus evaluations)
+EPOCH_S = {"fp32": 60.0, "bf16": 30.0, "synthetic": 0.3}
+EXPLORE_SEED_BASE, SAMPLER_SEED_STEP = 100, 100
+# contender -> what its explore-only run overrides (the coarse grid runs confirm instead)
+CONTENDERS = {
+    "study": {},
+    "tpe": {"phases.explore.sampler": "tpe", "phases.explore.asha": None},
+    "random_asha": {"phases.explore.sampler": "random"},
+    "random": {"phases.explore.sampler": "random", "phases.explore.asha": None},
+    "coarse_grid": None,
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--study", default="ner_depth")
+    p.add_argument("--profile", default="default")
+    p.add_argument("--trainable", choices=("tagger", "synthetic"), default="tagger")
+    p.add_argument(
+        "--cache", help=f"MLflow store of the runs (default sqlite:///{CACHE}/mlflow.db)"
+    )
+    p.add_argument("--refresh", action="store_true", help="retrain the cached runs")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "search_efficiency")
+    p.add_argument("--grid-lrs", type=int, help="dense grid points (default 12; synthetic 10)")
+    p.add_argument("--grid-seeds", type=int, nargs="+", default=[1000, 1001, 1002])
+    p.add_argument("--beyond", type=float, default=0.5, help="decades past each end of the range")
+    p.add_argument("--repetitions", type=int, help="per contender (default 5; synthetic 2)")
+    p.add_argument("--contenders", nargs="+", choices=list(CONTENDERS), default=list(CONTENDERS))
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a study override for every run, grid and contenders (in the key)",
+    )
+    p.add_argument("--num-cpus", type=int, help="Ray's CPUs (default: all)")
+    p.add_argument("--epoch-s", type=float, help="seconds per trial-epoch for the estimate")
+    args = p.parse_args(argv)
+    small = args.trainable == "synthetic"  # a check of the machinery: minutes, not hours
+    args.grid_lrs = (10 if small else 12) if args.grid_lrs is None else args.grid_lrs
+    args.repetitions = (2 if small else 5) if args.repetitions is None else args.repetitions
+    if args.grid_lrs < 2 or args.repetitions < 1:
+        p.error("--grid-lrs must be >= 2 and --repetitions >= 1")
+    return args
+
+
+def texts(overrides: dict) -> list[str]:
+    """`--set` texts of a mapping, values as JSON (which YAML reads back unchanged)."""
+    return [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
+
+
+def base_overrides(args) -> list[str]:
+    synthetic = {"trainable": SURFACE, "model": None, "data": None}
+    return [*texts(synthetic if args.trainable == "synthetic" else {}), *args.set]
+
+
+def runner(args, uri: str, storage: Path):
+    """run(overrides) -> the study run's id: one run of the study, no report, overrides on top
+    of the bench's own and `--set`'s."""
+
+    def run(overrides: dict) -> str:
+        start_ray(args.num_cpus)
+        sets = [*base_overrides(args), *texts(overrides)]
+        outcome = run_study(args.study, args.profile, sets, uri, storage=str(storage),
+                            reports="none", num_cpus=args.num_cpus)  # fmt: skip
+        return outcome.run_id
+
+    return run
+
+
+def searched_range(spec) -> tuple[float, float]:
+    dist = spec.search.get("lr")
+    if set(spec.search) != {"lr"} or not isinstance(dist, LogUniform) or spec.explore is None:
+        raise UserInputError(f"{spec.path}: search_efficiency needs an explore phase that "
+                             f"searches lr alone, loguniform; this study searches "
+                             f"{sorted(spec.search) or 'nothing'}")  # fmt: skip
+    if spec.explore.asha is None:
+        raise UserInputError(f"{spec.path}: phases.explore has no asha; the contenders with "
+                             "and without ASHA need its rungs")  # fmt: skip
+    return float(dist.low), float(dist.high)
+
+
+def say(args, text: str) -> None:
+    """A line of the bench's own, marked synthetic in that mode."""
+    print(f"search_efficiency{' [SYNTHETIC]' if args.trainable == 'synthetic' else ''}: {text}",
+          flush=True)  # fmt: skip
+
+
+def _duration(args, spec, epochs: float) -> str:
+    """`epochs` trial-epochs as wall time, at the stated (or --epoch-s) seconds per epoch."""
+    precision = "synthetic" if spec.synthetic else resolved_precision(spec)
+    per_epoch = args.epoch_s or EPOCH_S[precision]
+    at_once = max(1, int((args.num_cpus or os.cpu_count() or 1) // spec.resources.get("cpu", 1)))
+    seconds = epochs * per_epoch / at_once
+    units = ((3600, "h", ".1f"), (60, "min", ".0f"), (1, "s", ".0f"))
+    size, unit, form = next(u for u in units if seconds >= u[0] or u[0] == 1)
+    took = f"{seconds / size:{form}} {unit}"
+    source = "--epoch-s" if args.epoch_s else f"stated for {precision}"
+    return f"about {took} at {per_epoch:g} s per trial-epoch ({source}), {at_once} trials at once"
+
+
+def estimate(args, spec, todo: int) -> None:
+    """What building the cache costs: the missing grid points, then the contenders at most."""
+    longest = max(max_epochs(spec, a) for a in make_plan(spec).arms)
+    grid_epochs = todo * len(args.grid_seeds) * longest
+    arms, trials = len(make_plan(spec).arms), spec.explore.samples * len(spec.explore.seeds)
+    contender_epochs = args.repetitions * len(args.contenders) * arms * trials * longest
+    say(
+        args,
+        f"building the grid cache: {todo} (arm, lr) points x {len(args.grid_seeds)} "
+        f"seeds, at most {grid_epochs:.0f} trial-epochs: {_duration(args, spec, grid_epochs)}",
+    )
+    say(args, f"then the contenders not cached yet, at most {contender_epochs:.0f} "
+        f"trial-epochs (ASHA and plateaus stop many sooner): "
+        f"{_duration(args, spec, contender_epochs)}")  # fmt: skip
+
+
+def reference(args, spec, uri: str) -> pd.DataFrame:
+    """The dense grid's curves, from the cache, trained first where points are missing."""
+    low, high = searched_range(spec)
+    widen = 10**args.beyond
+    lrs = grid.log_spaced(low / widen, high * widen, args.grid_lrs)
+    key = grid.cache_key(spec, args.grid_seeds)
+    if args.refresh:
+        say(args, f"--refresh: {grid.untag(uri, spec.name, key)} cached run(s) set aside")
+    arms = make_plan(spec).arms
+    missing = grid.missing_points(arms, lrs, grid.cached_trials(uri, spec.name, key))
+    todo = sum(len(v) for v in missing.values())
+    say(args, f"grid cache {uri} (key {key}): {len(arms) * len(lrs) - todo} of "
+        f"{len(arms) * len(lrs)} points cached; --refresh retrains them all")  # fmt: skip
+    if todo:
+        estimate(args, spec, todo)
+        started = time.time()
+        run = runner(args, uri, args.storage)
+        run_ids = grid.build_missing(arms, missing, args.grid_seeds, run)
+        grid.tag(uri, run_ids, key)
+        say(args, f"grid: {todo} points trained in {time.time() - started:.0f} s")
+    trials = grid.cached_trials(uri, spec.name, key)
+    return grid.curves(trials, lrs, spec.metric.name, spec.analysis.primary)
+
+
+def contender_overrides(name: str, spec, repetition: int) -> dict:
+    count = len(spec.explore.seeds)
+    seeds = [EXPLORE_SEED_BASE + count * repetition + k for k in range(count)]
+    if CONTENDERS[name] is None:  # the coarse grid: every lr on the explore seeds, unpruned
+        lrs = grid.log_spaced(*searched_range(spec), spec.explore.samples)
+        return {"phases": {"confirm": {"select": [{"lr": lr} for lr in lrs], "seeds": seeds}}}
+    sampler_seed = SAMPLER_SEED_STEP * repetition
+    return {"phases.confirm": None, "phases.explore.seeds": seeds,
+            "phases.explore.sampler_seed": sampler_seed, **CONTENDERS[name]}  # fmt: skip
+
+
+def chosen_lrs(trials: pd.DataFrame, spec, by: str) -> dict[str, float]:
+    """Per arm, the lr the study's rule picks: best seed mean among samples (or grid lrs, `by`)
+    whose seeds all completed."""
+    seeds = len(spec.explore.seeds)
+    candidates = [
+        (arm, group[spec.metric.name].tolist(), {"lr": float(group.lr.iloc[0])})
+        for (arm, _), group in trials.groupby(["arm", by])
+        if len(group) == seeds and (group.status == "completed").all()
+    ]
+    return {arm: p["lr"] for arm, (_, p) in best_per_arm(candidates, spec.metric.mode).items()}
+
+
+def measure(curves: pd.DataFrame, chosen: dict[str, float], sign: float) -> dict:
+    """Regret of the chosen lrs on the grid's curves, averaged over arms (NaN where an arm
+    chose nothing)."""
+    out = {}
+    for column in ("dev", "test"):
+        regrets = [
+            sign * (grid.best(curve, column, sign)[1] - grid.at_lr(curve, column, chosen.get(arm)))
+            for arm, curve in curves.groupby("arm")
+        ]
+        out[f"regret_{column}"] = float(np.mean(regrets))
+    return out
+
+
+def contender_run(args, spec, uri: str, key: str, name: str, repetition: int) -> tuple[str, bool]:
+    """The study run of one contender repetition, and whether it was cached; a new one is
+    tagged for the next call."""
+    overrides = contender_overrides(name, spec, repetition)
+    tag = grid.contender_tag(key, spec, overrides)
+    cached = grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, tag)
+    if cached:
+        return cached[0], True
+    run_id = runner(args, uri, args.storage)(overrides)
+    grid.tag(uri, [run_id], tag, grid.CONTENDER_TAG)
+    return run_id, False
+
+
+def run_contenders(args, spec, uri: str, curves: pd.DataFrame) -> pd.DataFrame:
+    key = grid.cache_key(spec, args.grid_seeds)
+    sign = 1.0 if spec.metric.mode == "max" else -1.0
+    grid_epochs = curves.trial_epochs.sum()
+    rows = []
+    for repetition in range(args.repetitions):
+        for name in args.contenders:
+            run_id, cached = contender_run(args, spec, uri, key, name, repetition)
+            trials = load_trials(uri, spec.name, run_id)
+            chosen = chosen_lrs(trials, spec, "lr" if CONTENDERS[name] is None else "sample")
+            epochs = float(trials.epoch.fillna(0).sum())
+            row = {"contender": name, "repetition": repetition, "trial_epochs": epochs,
+                   "cost_share": epochs / grid_epochs, **measure(curves, chosen, sign)}  # fmt: skip
+            rows.append(row | {f"lr {arm}": lr for arm, lr in chosen.items()})
+            say(args, f"{name} repetition {repetition}{' (cached)' if cached else ''}: chose "
+                f"{ {arm: float(f'{lr:.3g}') for arm, lr in chosen.items()} }, regret dev "
+                f"{row['regret_dev']:.4f}, cost share {row['cost_share']:.3f}")  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summary(reps: pd.DataFrame, trainable: str) -> pd.DataFrame:
+    stats = reps.groupby("contender", sort=False)[["regret_dev", "regret_test", "cost_share"]]
+    table = stats.agg(["mean", "std"])
+    table.columns = [f"{a}_{b}" for a, b in table.columns]
+    table.insert(0, "repetitions", reps.groupby("contender", sort=False).size())
+    table["trainable"] = "synthetic (not a finding)" if trainable == "synthetic" else trainable
+    return table.reset_index()
+
+
+def print_table(args, table: pd.DataFrame, curves: pd.DataFrame, sign: float) -> None:
+    for arm, curve in curves.groupby("arm"):
+        lr, value = grid.best(curve, "dev", sign)
+        say(args, f"grid {arm}: best lr {lr:.3g} (mean dev {value:.4f}), "
+            f"{curve.trial_epochs.sum():.0f} trial-epochs")  # fmt: skip
+    print(f"{'contender':<13}{'reps':>5}{'regret dev':>19}{'regret test':>19}{'cost share':>17}")
+    for row in table.itertuples():
+        print(f"{row.contender:<13}{row.repetitions:>5}"
+              f"{row.regret_dev_mean:>10.4f} ± {row.regret_dev_std:.4f}"
+              f"{row.regret_test_mean:>10.4f} ± {row.regret_test_std:.4f}"
+              f"{row.cost_share_mean:>9.3f} ± {row.cost_share_std:.3f}")  # fmt: skip
+    if args.trainable == "synthetic":
+        print(NOT_A_FINDING)
+
+
+def plot(args, table: pd.DataFrame, reps: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for index, row in enumerate(table.itertuples()):
+        mine, color = reps[reps.contender == row.contender], f"C{index}"
+        ax.scatter(mine.cost_share, mine.regret_dev, s=10, alpha=0.35, color=color)
+        ax.errorbar(row.cost_share_mean, row.regret_dev_mean, xerr=row.cost_share_std,
+                    yerr=row.regret_dev_std, fmt="o", capsize=3, color=color,
+                    label=row.contender)  # fmt: skip
+    ax.set_xlabel("cost: trial-epochs / dense grid's")
+    ax.set_ylabel("regret: dense grid's best mean dev - at the chosen lr")
+    title = f"{args.study} ({args.profile}): search against a dense lr grid"
+    ax.set_title(title if args.trainable != "synthetic" else f"{title}\n{NOT_A_FINDING}",
+                 fontsize=8)  # fmt: skip
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_outputs(args, table, reps, curves) -> None:
+    prefix = "synthetic-" if args.trainable == "synthetic" else ""
+    names = ("search_efficiency.csv", "repetitions.csv", "grid.csv", "search_efficiency.png")
+    files = {name: args.out / f"{prefix}{name}" for name in names}
+    table.to_csv(files["search_efficiency.csv"], index=False)
+    reps.to_csv(files["repetitions.csv"], index=False)
+    curves.to_csv(files["grid.csv"], index=False)
+    plot(args, table, reps, files["search_efficiency.png"])
+    say(args, "wrote " + ", ".join(str(p) for p in files.values()))
+
+
+def start_ray(num_cpus: int | None) -> None:
+    """One Ray for every study run (each run_study would start and stop its own), started at
+    the first: a run that finds everything cached starts none."""
+    import ray
+
+    from study.progress.quiet import ray_init_options
+
+    if ray.is_initialized():
+        return
+    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING,
+             object_store_memory=256 * 1024**2, **ray_init_options(False))  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    uri = args.cache or f"sqlite:///{CACHE / 'mlflow.db'}"
+    local = uri.startswith("sqlite:///")
+    args.storage = (Path(uri.removeprefix("sqlite:///")).parent if local else CACHE) / "ray_results"
+    try:
+        spec = load_study(args.study, args.profile, overrides=base_overrides(args))
+        searched_range(spec)  # refused before anything is written
+        for folder in (args.out, args.storage.parent):
+            folder.mkdir(parents=True, exist_ok=True)
+        say(args, machine_line("synthetic" if spec.synthetic else resolved_precision(spec)))
+        if spec.synthetic:
+            say(args, NOT_A_FINDING)
+        curves = reference(args, spec, uri)
+        reps = run_contenders(args, spec, uri, curves)
+    except UserInputError as err:
+        print(f"search_efficiency: {err}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, StudyStopped) as err:
+        stopped = "interrupted" if isinstance(err, KeyboardInterrupt) else "a study run stopped"
+        print(f"search_efficiency: {stopped}; the same command goes on from the cache (the "
+              "run that was training is not in it)", file=sys.stderr)  # fmt: skip
+        return 130
+    table = summary(reps, args.trainable)
+    print_table(args, table, curves, 1.0 if spec.metric.mode == "max" else -1.0)
+    write_outputs(args, table, reps, curves)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

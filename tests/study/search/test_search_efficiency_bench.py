@@ -1,0 +1,66 @@
+"""bench/search_efficiency.py end to end in its synthetic mode, with tiny counts: a dense grid of
+10 lrs x 3 seeds, the 5 contenders x 2 repetitions, all trained by the study machinery on the
+synthetic surface; then the same command again, which must find everything in its MLflow
+cache, train nothing and print the same table.
+
+The profile's budget is set to a fixed 3 epochs (`fixed.budget=null`), so that the coarse
+grid's cost share has an exact value: 3 samples x 2 seeds against 10 lrs x 3 seeds, 0.2.
+The bench is run as its own command, as a person runs it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.study_helpers import REPO
+
+pytestmark = [pytest.mark.slow, pytest.mark.study]
+
+CONTENDERS = {"study", "tpe", "random_asha", "random", "coarse_grid"}
+
+
+def _bench(tmp_path) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, "bench/search_efficiency.py", "--trainable", "synthetic",
+        "--grid-lrs", "10", "--repetitions", "2", "--set", "fixed.budget=null",
+        "--cache", f"sqlite:///{tmp_path / 'cache.db'}", "--out", str(tmp_path / "out"),
+        "--num-cpus", "2",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
+def _runs(tmp_path) -> int:
+    client = MlflowClient(f"sqlite:///{tmp_path / 'cache.db'}")
+    experiment = client.get_experiment_by_name("ner_depth")
+    return len(client.search_runs([experiment.experiment_id], max_results=10000))
+
+
+def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
+    first = _bench(tmp_path)
+    table = pd.read_csv(tmp_path / "out" / "synthetic-search_efficiency.csv")
+    reps = pd.read_csv(tmp_path / "out" / "synthetic-repetitions.csv")
+    grid = pd.read_csv(tmp_path / "out" / "synthetic-grid.csv")
+    assert sorted(table.contender) == sorted(CONTENDERS) and (table.repetitions == 2).all()
+    assert len(grid) == 20 and (grid.seeds_completed == 3).all()
+    assert (reps[["regret_dev", "regret_test"]] >= -1e-12).all().all(), reps
+    coarse = reps[reps.contender == "coarse_grid"].cost_share
+    assert coarse.tolist() == pytest.approx([0.2, 0.2], abs=1e-12)
+    assert (table.trainable == "synthetic (not a finding)").all()
+    assert (tmp_path / "out" / "synthetic-search_efficiency.png").stat().st_size > 0
+    assert "SYNTHETIC: a response surface tests the machinery" in first.stdout
+    runs = _runs(tmp_path)
+
+    again = _bench(tmp_path)
+    assert _runs(tmp_path) == runs  # no grid trial, no contender run trained again
+    assert "20 of 20 points cached" in again.stdout
+    assert again.stdout.count("(cached)") == 10
+    assert "building the grid cache" not in again.stdout
+    rerun = pd.read_csv(tmp_path / "out" / "synthetic-search_efficiency.csv")
+    pd.testing.assert_frame_equal(rerun, table)

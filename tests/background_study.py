@@ -1,5 +1,6 @@
-"""The default tier's one whole study, started in the background as soon as collection ends
-and waited for by its test, which runs last.
+"""The default tier's one whole study, started in the background as pytest starts (or, when
+the command line could deselect it, as soon as collection ends) and waited for by its test,
+which runs last.
 
 The smoke study is mostly waiting (Ray starting, trials two at a time, the report) while the
 other ~1,400 tests of the default tier run in the pytest process; run one after the other they
@@ -19,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression  # the -m language, as pytest evaluates it
 
 SMOKE_NODE = "tests/study/test_smoke_study.py::test_the_smoke_profile_runs_end_to_end"
+MARKS = {"study", "smoke"}  # the smoke test's markers, for the -m expression
 SMOKE_COMMAND = ("-m", "study.run", "ner_depth", "--profile", "smoke", "--num-cpus", "2")
 _KEY = pytest.StashKey["BackgroundStudy"]()
 
@@ -73,15 +76,32 @@ class BackgroundStudy:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def start_early(config: pytest.Config) -> None:
+    """Called at configuration, before collection imports the test modules (20 s and more of
+    torch, transformers and MLflow): on a plain `pytest` run of the test paths, with no -k
+    and a marker expression that keeps the smoke test, its study starts now. Collection
+    stops it again if the test is not run after all (start_if_selected)."""
+    option = config.option
+    plain_run = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    if not plain_run or option.keyword or option.collectonly or getattr(option, "lf", False):
+        return
+    if option.markexpr:
+        keeps = Expression.compile(option.markexpr).evaluate(lambda name, **_: name in MARKS)
+        if not keeps:
+            return
+    config.stash[_KEY] = BackgroundStudy()
+
+
 def start_if_selected(session: pytest.Session) -> None:
     """Called when collection ends: if the smoke test is among the tests to run, move it to
-    the end and start its study now."""
+    the end and start its study now (unless it started early); if not, stop one that did."""
     smoke = [item for item in session.items if item.nodeid == SMOKE_NODE]
     if not smoke or session.config.option.collectonly:
+        remove(session.config)
         return
     session.items.remove(smoke[0])
     session.items.append(smoke[0])
-    session.config.stash[_KEY] = BackgroundStudy()
+    started(session.config)
 
 
 def started(config: pytest.Config) -> BackgroundStudy:
@@ -93,8 +113,9 @@ def started(config: pytest.Config) -> BackgroundStudy:
 
 
 def remove(config: pytest.Config) -> None:
-    """At the session's end: stops a study still running (an interrupted session) and removes
-    its folder."""
+    """At the session's end, or when the smoke test is not run: stops a study still running
+    (an interrupted session) and removes its folder."""
     study = config.stash.get(_KEY, None)
     if study is not None:
         study.remove()
+        del config.stash[_KEY]

@@ -1,4 +1,9 @@
-"""Shared fixtures: a tiny saved model folder and tiny synthetic CoNLL corpora, made offline."""
+"""Shared fixtures: a tiny saved model folder and tiny synthetic CoNLL corpora, made offline.
+
+Nothing heavy is imported at the top (torch, transformers and MLflow come with the fixtures
+that use them), so pytest reaches `pytest_configure` in a second or two and the default
+tier's smoke study starts there, beside the imports of collection (tests/background_study.py).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,6 @@ from pathlib import Path
 import pytest
 
 from tests import background_study
-from tests.study_helpers import run_study, write_study
-from tests.tiny import tiny_model_folder
 
 PEOPLE = [["john", "smith"], ["mary"], ["john"]]
 PLACES = [["paris"], ["new", "york"], ["london"], ["berlin"]]
@@ -64,6 +67,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    background_study.start_early(config)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     background_study.start_if_selected(session)
 
@@ -85,6 +92,8 @@ def _environment_restored():
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
+    from tests.tiny import tiny_model_folder
+
     return tiny_model_folder(tmp_path_factory.mktemp("model"), "bert", layers=3)
 
 
@@ -118,6 +127,8 @@ def trial_settings(tiny_model, tiny_corpus) -> dict:
 def finished_study(tmp_path_factory, tiny_model, tiny_corpus):
     """One whole study on a real Ray and MLflow store (about a minute), shared by the study,
     report and MLflow-UI tests: (its folder, the finished driver process)."""
+    from tests.study_helpers import run_study, write_study
+
     tmp = tmp_path_factory.mktemp("study")
     # extra eval sets (zero-shot transfer), scored by every trial at the end; `renamed` names
     # its types as another corpus does and comes with a label map

@@ -45,11 +45,11 @@ max epochs, at a stated time per trial-epoch (`--epoch-s`, or this precision's f
 docs/benchmarks.md).
 
 Cost on the real model: ner_depth's default profile (2 arms, until_plateau up to 8 epochs)
-with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 2.5 hours in bf16 on the
-2-core machine, 5 in fp32. The contenders add 5 x 5 repetitions of 12 trials each (3 samples
+with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 3.6 hours in bf16 on the
+2-core machine, 7.6 in fp32. The contenders add 5 x 5 repetitions of 12 trials each (3 samples
 x 2 seeds x 2 arms), in the synthetic run 0.13-0.21 of the grid's trial-epochs per
-repetition: about 4 grids more, so the first full run is a day of fp32 and the runs after it
-read the cache in minutes.
+repetition: about 4 grids more, so the first full run is more than a day of fp32 here and
+the runs after it read the cache in minutes.
 It has not been run here: a 2-core machine without native bf16 trains fp32 for hours. The
 synthetic mode (`--trainable synthetic`: the response surface of trainables/settings/surface.py,
 no model; by default 10 grid lrs and 2 repetitions) runs everything in about 4 minutes to test
@@ -82,9 +82,9 @@ CACHE = REPO / "bench" / ".cache" / "search_efficiency"
 # the synthetic surface standing in for MiniLM on WNUT-16: 6 blocks, 105 steps per epoch
 SURFACE = {"synthetic": {"layers": 6, "best_lr": 1.0e-4, "steps_per_epoch": 105}}
 NOT_A_FINDING = "SYNTHETIC: a response surface tests the machinery; these numbers are no finding"
-# seconds per trial-epoch of one 1-thread ner_depth default trial on the 2-core machine
-# (docs/benchmarks.md: ~60 s fp32; the bf16 step 2.5x faster, plus evaluations)
-EPOCH_S = {"fp32": 60.0, "bf16": 30.0, "synthetic": 0.3}
+# seconds per trial-epoch of one 1-thread ner_depth default trial, two at once on the 2-core
+# machine (docs/benchmarks.md: 94 s measured in fp32; the bf16 step is about 2.1x faster)
+EPOCH_S = {"fp32": 95.0, "bf16": 45.0, "synthetic": 0.3}
 EXPLORE_SEED_BASE, SAMPLER_SEED_STEP = 100, 100
 # contender -> what its explore-only run overrides (the coarse grid runs confirm instead)
 CONTENDERS = {

@@ -9,8 +9,8 @@ would rewrite its status and end time).
 Two settings the flavour would otherwise take from outside: the pip requirements are the
 installed transformers and torch (MLflow's inference imports packages this project does not
 install), and the hub is offline while saving (MLflow asks the hub for a licence of a model
-that never came from it). The folder is read back by the trainable's own code
-(trainables/model/export.py); torch and transformers are imported only when registering.
+that never came from it). The folder is read back as the flavour's own pipeline, by task and
+path; torch and transformers are imported only when registering.
 """
 
 from __future__ import annotations
@@ -38,9 +38,7 @@ def register_folder(uri: str, chosen: ChosenTrial, folder: Path, name: str) -> s
     import transformers
     from mlflow.tracking import MlflowClient
 
-    from trainables.model.export import load_hf_folder
-
-    components = load_hf_folder(folder)
+    tagger = transformers.pipeline(TASK, model=str(folder))  # the folder's model and tokenizer
     requirements = [f"transformers=={transformers.__version__}",
                     f"torch=={torch.__version__.split('+')[0]}"]  # fmt: skip
     mlflow.set_tracking_uri(uri)
@@ -49,7 +47,7 @@ def register_folder(uri: str, chosen: ChosenTrial, folder: Path, name: str) -> s
         with tempfile.TemporaryDirectory() as staging:
             saved = Path(staging) / REGISTERED_ARTIFACT
             mlflow.transformers.save_model(
-                transformers_model=components, path=str(saved),
+                transformers_model=tagger, path=str(saved),
                 task=TASK, pip_requirements=requirements,
             )  # fmt: skip
             MlflowClient(uri).log_artifacts(chosen.run_id, str(saved), REGISTERED_ARTIFACT)

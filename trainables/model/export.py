@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from transformers import AutoModelForTokenClassification, AutoTokenizer, PreTrainedModel
+from transformers import AutoModelForTokenClassification, PreTrainedModel
 
 from trainables.data.labels import LabelMap
 from trainables.errors import ModelError
@@ -53,11 +53,3 @@ def save_hf_folder(tagger: Tagger, tokenizer, label_map: LabelMap, folder: str |
     with quiet_transformers():  # no progress bar per trial in the study's output
         token_classifier(tagger, label_map).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-
-
-def load_hf_folder(folder: str | Path) -> dict:
-    """What `save_hf_folder` wrote, as the pipeline components {"model", "tokenizer"} that
-    MLflow's transformers flavour saves (study/export/register.py)."""
-    with quiet_transformers():
-        model = AutoModelForTokenClassification.from_pretrained(folder)
-        return {"model": model.eval(), "tokenizer": AutoTokenizer.from_pretrained(folder)}

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,13 +25,6 @@ SMOKE_NODE = "tests/study/test_smoke_study.py::test_the_smoke_profile_runs_end_t
 MARKS = {"study", "smoke"}  # the smoke test's markers, for the -m expression
 SMOKE_COMMAND = ("-m", "study.run", "ner_depth", "--profile", "smoke", "--num-cpus", "2")
 _KEY = pytest.StashKey["BackgroundStudy"]()
-
-
-@dataclass
-class Finished:
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 class BackgroundStudy:
@@ -49,14 +41,14 @@ class BackgroundStudy:
             stdout=self._out, stderr=self._err,
         )  # fmt: skip
 
-    def wait(self, timeout: float) -> Finished:
+    def wait(self, timeout: float) -> subprocess.CompletedProcess:
         """The finished command, as subprocess.run would have returned it."""
         try:
             returncode = self.process.wait(timeout=timeout)
         finally:
             self.stop()
-        read = lambda name: (self.folder / name).read_text()  # noqa: E731
-        return Finished(returncode, read("stdout.txt"), read("stderr.txt"))
+        out, err = ((self.folder / name).read_text() for name in ("stdout.txt", "stderr.txt"))
+        return subprocess.CompletedProcess(self.process.args, returncode, out, err)
 
     def stop(self) -> None:
         """Ends a study still running as Ctrl-C would (Ray shut down, the store closed), and

@@ -15,15 +15,15 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # no display on servers and CI
+import matplotlib.image  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.text import Text  # noqa: E402
-from matplotlib.ticker import FixedLocator  # noqa: E402
 
 from study.names import EXPLORE  # noqa: E402
+from study.report.readable import MIN_PT, make_readable  # noqa: E402
 from study.report.text import factor_text  # noqa: E402
 from study.tracking.reading import StudyRecord  # noqa: E402
 from trainables.settings import INTERMEDIATE, stage_label  # noqa: E402
@@ -48,7 +48,6 @@ def arm_labels(record: StudyRecord) -> dict[str, str]:
     }
 
 
-MIN_PT = 7  # no tick label smaller: a figure scaled to a page stays readable
 PAGE_IN = 18.0  # widest figure of side-by-side panels, in inches; more panels wrap to a new row
 MARKERS = "osD^v"
 
@@ -103,71 +102,15 @@ def text_colour(rgba) -> str:
 
 def save_figure(fig: Figure, path: Path) -> Path:
     """Every figure of the report is laid out, written and closed alike (closed: a report
-    draws dozens, and pyplot keeps each open figure's memory). Laid out so that no two tick
-    labels overlap: see `make_readable`."""
-    make_readable(fig)
-    fig.savefig(path, dpi=DPI)
+    draws dozens, and pyplot keeps each open figure's memory). Laid out so that no two words
+    overlap: see study/report/readable.py."""
+    fig.set_dpi(DPI)
+    make_readable(fig)  # ends with the figure drawn as it is to be written
+    # the pixels of that last drawing, written as savefig would write them: savefig would draw
+    # the whole figure again, which was half of a report's time spent on figures
+    matplotlib.image.imsave(path, np.asarray(fig.canvas.buffer_rgba()), dpi=DPI)
     plt.close(fig)
     return path
-
-
-def make_readable(fig: Figure, rounds: int = 6) -> None:
-    """Tick labels of at least `MIN_PT`, none over another: crowded x labels are turned
-    upright (one line each), and where labels still collide the figure grows until they fit,
-    so 36 arms get a wider figure rather than smaller text."""
-    for ax in fig.axes:
-        for axis, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels())):
-            if any(t.get_fontsize() < MIN_PT for t in labels):
-                ax.tick_params(axis=axis, labelsize=MIN_PT)
-    for _ in range(rounds):
-        fig.canvas.draw()  # lays the figure out (constrained layout, `subplots`)
-        renderer = fig.canvas.get_renderer()
-        wide = tall = 1.0
-        for ax in fig.axes:
-            x_need = _crowding(tick_labels(ax.xaxis), renderer, 0)
-            if x_need > 1 and _upright(ax):
-                x_need = 1.0
-                wide = max(wide, 1.0001)  # lay out again with the labels turned
-            wide = max(wide, x_need)
-            tall = max(tall, _crowding(tick_labels(ax.yaxis), renderer, 1))
-        if wide == tall == 1.0:
-            return
-        width, height = fig.get_size_inches()
-        fig.set_size_inches(width * min(wide * 1.08, 3.0), height * min(tall * 1.08, 3.0))
-
-
-def tick_labels(axis) -> list[Text]:
-    """The tick labels an axis shows: matplotlib also keeps labels for ticks outside the view,
-    which are never drawn."""
-    low, high = sorted(axis.get_view_interval())
-    slack = (high - low) * 1e-9
-    pairs = zip(axis.get_majorticklocs(), axis.get_majorticklabels(), strict=False)
-    inside = [t for at, t in pairs if low - slack <= at <= high + slack]
-    return [t for t in inside if t.get_visible() and t.get_text().strip()]
-
-
-def _crowding(labels, renderer, axis: int) -> float:
-    """How much farther apart neighbouring labels must be to clear one another (1 = they do):
-    the largest ratio of the room two neighbours need to the room they have."""
-    boxes = [t.get_window_extent(renderer) for t in labels]
-    spans = sorted((b.x0, b.x1) if axis == 0 else (b.y0, b.y1) for b in boxes)
-    need = 1.0
-    for (a0, a1), (b0, b1) in zip(spans, spans[1:], strict=False):
-        if b0 < a1 + 1:  # over one another, or closer than a pixel
-            need = max(need, (a1 - a0 + b1 - b0 + 4) / max(b0 + b1 - a0 - a1, 1e-3))
-    return need
-
-
-def _upright(ax) -> bool:
-    """Turn crowded horizontal x labels upright, one line each; False when they already are."""
-    labels = tick_labels(ax.xaxis)
-    if not labels or all(t.get_rotation() == 90 for t in labels):
-        return False
-    if isinstance(ax.xaxis.get_major_locator(), FixedLocator):  # named columns (arms)
-        one_line = [t.get_text().replace("\n", ", ") for t in ax.get_xticklabels()]
-        ax.set_xticks(ax.get_xticks(), one_line)
-    ax.tick_params(axis="x", labelrotation=90)
-    return True
 
 
 def lr_vs_f1(record: StudyRecord, path: Path) -> Path | None:

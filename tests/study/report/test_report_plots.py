@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from matplotlib.colors import LogNorm
 
-from study.report import layer_pairs, plots
+from study.report import layer_pairs, layer_views, plots, readable
 from study.report.section import _no_figures, all_sections
 from study.report.sections import expected_max, stages
 from study.tracking.reading import StudyRecord
@@ -133,25 +133,10 @@ def draw_all(record: StudyRecord, folder: Path) -> dict[str, Path | None]:
     return drawn
 
 
-def texts(fig) -> list:
-    """The figure's words that must stand clear of one another (not the numbers in cells)."""
-    out = [fig._suptitle] if fig._suptitle is not None else []
-    legends = {id(legend): legend for legend in fig.legends}
-    for ax in fig.axes:
-        out += [*plots.tick_labels(ax.xaxis), *plots.tick_labels(ax.yaxis), ax.xaxis.label,
-                ax.yaxis.label, ax.title, ax._left_title, ax._right_title]  # fmt: skip
-        for legend in [ax.get_legend(), *(a for a in ax.artists if hasattr(a, "get_texts"))]:
-            if legend is not None:
-                legends[id(legend)] = legend
-    for legend in legends.values():
-        out += [*legend.get_texts(), legend.get_title()]
-    return [t for t in out if t.get_visible() and t.get_text().strip()]
-
-
 def problems(fig) -> list[str]:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    shown = texts(fig)
+    shown = readable.figure_words(fig)
     boxes = [t.get_window_extent(renderer) for t in shown]
     page = fig.bbox
     out = [f"{t.get_text()!r} is outside the figure" for t, b in zip(shown, boxes, strict=True)
@@ -166,9 +151,9 @@ def problems(fig) -> list[str]:
     for i, j in zip(*np.nonzero(np.triu(clash, 1)), strict=True):
         out.append(f"{shown[i].get_text()!r} overlaps {shown[j].get_text()!r}")
     for ax in fig.axes:
-        labels = [*plots.tick_labels(ax.xaxis), *plots.tick_labels(ax.yaxis)]
+        labels = [*readable.tick_labels(ax.xaxis), *readable.tick_labels(ax.yaxis)]
         out += [f"tick label {t.get_text()!r} is {t.get_fontsize()} pt" for t in labels
-                if t.get_fontsize() < plots.MIN_PT]  # fmt: skip
+                if t.get_fontsize() < readable.MIN_PT]  # fmt: skip
     return out
 
 
@@ -302,3 +287,18 @@ def test_a_crowded_figure_grows_until_its_labels_clear(tmp_path, kept_figures):
     assert [t.get_text() for t in ax.get_xticklabels()] == names
     width, height = fig.get_size_inches()
     assert width > 3 and height > 2
+
+
+def test_a_panel_title_wider_than_its_panel_clears_its_neighbours(tmp_path, kept_figures):
+    """Two pairs over a 3-layer model (the tiny model's layer figures): each panel is narrower
+    than its title, which stood over the colour-bar label of the panel beside it until the
+    figure grew to fit."""
+    table = pd.DataFrame(
+        [{"group": "depth=2", "pair": f"depth=2, seed {seed}", "measure": measure,
+          "layer": layer, "value": 0.5 + 0.1 * layer}
+         for seed in (2, 3) for measure in ("cka", "svcca", "attn_js")
+         for layer in range(3 - (measure == "attn_js"))]
+    )  # fmt: skip
+    layer_views.heatmap(table, "Layers across seeds", tmp_path / "layers.png")
+    (fig,) = kept_figures.values()
+    assert problems(fig) == []

@@ -11,10 +11,16 @@ from trainables.settings import INTERMEDIATE, stage_label
 
 
 def num(value: float | None, digits: int = 4) -> str:
-    """A figure with `digits` significant digits (fixed-point below 1); n/a for none or NaN."""
+    """A figure with `digits` significant digits, or `digits` decimals below 1; below 0.01
+    (a learning rate, an attention distance) `digits - 1` significant digits, which the
+    decimals would cut to one or none (0.000158 is not 0.0002). n/a for none or NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    return f"{value:.{digits}g}" if abs(value) >= 1 else f"{value:.{digits}f}"
+    if abs(value) >= 1:
+        return f"{value:.{digits}g}"
+    if value != 0 and abs(value) < 10 ** -(digits - 2):
+        return f"{value:.{digits - 1}g}"
+    return f"{value:.{digits}f}"
 
 
 def p_value(value: float | None) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from study.analysis import Analysis
 from study.report import validity
-from study.report.sections import reproducibility, threats
+from study.report.sections import parity, reproducibility, threats
 from study.tracking.reading import StudyRecord, budget_columns
 
 SEARCH = {"lr": {"type": "loguniform", "low": 3e-5, "high": 3e-4}}
@@ -103,6 +103,17 @@ def test_tuning_parity_flags_the_edge_and_an_arm_tuned_alone():
     assert edge.startswith("`A`: lr = 0.000157 is the largest")
     [unequal] = validity.parity_threats(record, validity.tuning_table(record))
     assert unequal == "`A` vs `B`: lr was tuned for `A` only."
+
+
+def test_the_tuning_table_shows_a_small_chosen_value_as_it_was_sampled():
+    """A chosen lr of 0.000157 reads so in the table, as in the sampled list beside it and in
+    the threat, not as 0.0002."""
+    rows = explore("A", [4e-5, 9e-5, 1.57e-4]) + confirm("A", [2, 3], lr=1.57e-4)
+    rows += explore("B", [4e-5, 1.2e-4]) + confirm("B", [2, 3], lr=1.2e-4)
+    record = make_record(rows, search=SEARCH)
+    text = parity.SECTION.markdown(record, parity.SECTION.tables(record))
+    [row] = [line for line in text.splitlines() if "| A | lr |" in line]
+    assert "| 0.000157 | 4e-05, 9e-05, 0.000157 |" in row
 
 
 def test_nothing_tuned_for_any_arm_is_a_threat_with_the_fixed_values():

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 import yaml
+from support import trial_machine_line
 
 REPO = Path(__file__).resolve().parent.parent
 STUDY = REPO / "search_spaces" / "ner_depth.yaml"
@@ -64,6 +65,7 @@ def default_trial(args, seed: int, threads: int) -> dict:
         "seed": seed,
         "threads": threads,
         "max_steps": args.max_steps,
+        "budget": None,  # a fixed number of steps is the question, not a trial trained out
     }
 
 
@@ -158,6 +160,7 @@ def main() -> None:
     if os.cpu_count() != CORES:
         print(f"note: this machine has {os.cpu_count()} cores; the question is asked for {CORES}")
     config = default_trial(args, SEEDS[0], 1)
+    print(trial_machine_line(config))
     print(f"{len(SEEDS)} default-profile ner_depth trials: {config['model']} on "
           f"{config['data']}, batch {config['batch_size']}, lr {args.lr:g}, eval_every "
           f"{config['eval_every']}, {args.max_steps} steps each, on {CORES} cores; "

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import yaml
+from support import trial_machine_line
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args()
+    print(trial_machine_line(trial_config("off", args.threads, args.epochs)))
     with tempfile.TemporaryDirectory() as tmp:
         off, _ = run_trial(trial_config("off", args.threads, args.epochs), Path(tmp))
         on, metrics = run_trial(trial_config("end", args.threads, args.epochs), Path(tmp))

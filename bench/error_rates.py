@@ -17,6 +17,8 @@ import importlib.util
 import math
 from pathlib import Path
 
+from support import NO_TRAINING, machine_line
+
 TEST = Path(__file__).resolve().parents[1] / "tests/study/stats/test_error_rates.py"
 
 
@@ -31,6 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--studies", type=int, default=400_000, help="simulated studies each")
     studies = parser.parse_args().studies
+    print(machine_line(NO_TRAINING))
     ref = _reference()
     levels = {"better": ref.ALPHA, "equivalent": ref.ALPHA, "A non-inferior": ref.ALPHA / 2,
               "B non-inferior": ref.ALPHA / 2}  # fmt: skip

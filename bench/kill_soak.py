@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 from soak_audit import NAMES, STUDY, audit, planned_trials, table_differences
-from support import suite_helper
+from support import SYNTHETIC, machine_line, suite_helper
 
 REPO = Path(__file__).resolve().parent.parent
 ray_nodes = suite_helper("ray_nodes")
@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.kills < 1 or args.nodes < 1 + (not args.no_node_loss):
         parser.error("need --kills >= 1 and a node left after the node loss")
+    print(machine_line(SYNTHETIC), flush=True)
     if args.check:
         root = Path(args.check)
         planned = planned_trials(root / "soak" / f"{STUDY}.yaml")

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from support import suite_helper
+from support import NO_TRAINING, machine_line, suite_helper
 
 REPO = Path(__file__).resolve().parent.parent
 layer_store = suite_helper("layer_store")
@@ -80,6 +80,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--studies", nargs="+", default=list(STUDIES), choices=list(STUDIES))
     args = parser.parse_args()
+    print(machine_line(NO_TRAINING))
     base = minilm_fingerprint()
     print(f"MiniLM fingerprint on the default sample: {base.nbytes / 1e6:.2f} MB, "
           f"{base.sentences} sentences, {int(base.lengths.sum())} tokens")  # fmt: skip

@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import yaml
-from support import suite_helper
+from support import SYNTHETIC, machine_line, suite_helper
 
 from study.tracking.timing import ENV as TIMES_ENV
 from study.tracking.timing import read_times
@@ -321,6 +321,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3, help="worker nodes of 2 CPUs each")
     parser.add_argument("--keep", help="keep the studies' folders here (default: removed)")
     args = parser.parse_args()
+    print(machine_line(SYNTHETIC), flush=True)
     stores = [s.strip() for s in args.stores.split(",")]
     if unknown := set(stores) - set(STORES):
         sys.exit(f"--stores: {', '.join(sorted(unknown))} unknown; use sqlite and/or postgres")

@@ -37,8 +37,10 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import yaml
+from support import machine_line
 
 from study.plan import make_plan
+from study.precision import resolved_precision
 from study.search import confirm_configs
 from study.spec import load_study
 
@@ -159,6 +161,7 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--study-only", action="store_true", help="skip the plain run (no ratio)")
     args = parser.parse_args()
+    print(machine_line(resolved_precision(load_study("ner_depth", "default"))))
     settings = default_profile_settings()
     given = {"data_fraction": args.fraction, "epochs": args.epochs,
              "batch_size": args.batch_size, "eval_every": args.eval_every}  # fmt: skip

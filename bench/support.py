@@ -34,6 +34,22 @@ def suite_helper(name: str) -> ModuleType:
 SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
 
 
+def trial_machine_line(config: dict) -> str:
+    """`machine_line` for a bench that trains trials of `config` here: the precision its
+    `precision` setting (default auto) resolves to on this host's device."""
+    import torch
+
+    from trainables.settings.precision import host_has_native_bf16, resolve_precision
+
+    written = str(config.get("precision") or "auto")
+    cuda, native = torch.cuda.is_available(), host_has_native_bf16()
+    return machine_line(resolve_precision(written, cuda=cuda, native_bf16=native))
+
+
+NO_TRAINING = "none (this bench trains no model)"
+SYNTHETIC = "none (the synthetic trainable: no model is trained)"
+
+
 def machine_line(precision: str) -> str:
     """A bench's header: the CPU and cores, its speed-relevant flags, whether it has native
     bf16 (or the forced answer) and the precision the numbers were made in."""

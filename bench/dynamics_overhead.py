@@ -59,9 +59,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args()
-    print(trial_machine_line(trial_config("off", args.threads, args.epochs)))
+    without = trial_config("off", args.threads, args.epochs)
+    print(trial_machine_line(without))
     with tempfile.TemporaryDirectory() as tmp:
-        off, _ = run_trial(trial_config("off", args.threads, args.epochs), Path(tmp))
+        off, _ = run_trial(without, Path(tmp))
         on, metrics = run_trial(trial_config("end", args.threads, args.epochs), Path(tmp))
     layers = sum(1 for k in metrics if k.startswith("dyn/l2_sum/"))
     print(f"trial without dynamics: {off:7.1f} s wall")

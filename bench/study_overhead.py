@@ -42,15 +42,15 @@ from support import machine_line
 from study.plan import make_plan
 from study.precision import resolved_precision
 from study.search import confirm_configs
-from study.spec import load_study
+from study.spec import StudySpec, load_study
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def default_profile_settings() -> dict:
-    """The trial settings of the README's first command (`ner_depth`, default profile), so the
-    benchmark's trials are as long, and evaluate and checkpoint as often, as that study's."""
-    spec = load_study("ner_depth", "default")
+def default_profile_settings(spec: StudySpec) -> dict:
+    """The trial settings of the README's first command (`spec`: `ner_depth`, default profile),
+    so the benchmark's trials are as long, and evaluate and checkpoint as often, as that
+    study's."""
     return {**spec.fixed, "data_fraction": spec.grid["data_fraction"][0]}
 
 
@@ -161,8 +161,9 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--study-only", action="store_true", help="skip the plain run (no ratio)")
     args = parser.parse_args()
-    print(machine_line(resolved_precision(load_study("ner_depth", "default"))))
-    settings = default_profile_settings()
+    spec = load_study("ner_depth", "default")
+    print(machine_line(resolved_precision(spec)))
+    settings = default_profile_settings(spec)
     given = {"data_fraction": args.fraction, "epochs": args.epochs,
              "batch_size": args.batch_size, "eval_every": args.eval_every}  # fmt: skip
     settings.update({k: v for k, v in given.items() if v is not None})

@@ -26,6 +26,7 @@ from transformers.utils import logging as hf_logging
 from trainables.errors import ModelError, first_line
 from trainables.model import hf_internals, surgery, tiny
 from trainables.model.dropout import use_mask_attention_dropout, use_mask_dropout
+from trainables.model.embedding_gradient import use_row_gradient_embeddings
 from trainables.settings.config import Architecture, TrialConfig
 from trainables.settings.model_source import (  # noqa: F401 - EMBEDDED_MODEL re-exported
     EMBEDDED_MODEL,
@@ -246,6 +247,7 @@ def build_tagger(
     _freeze(tagger.encoder, arch.freeze)
     use_mask_dropout(tagger)  # cheaper masks on CPU, same keep rule (trainables/model/dropout.py)
     use_mask_attention_dropout(tagger.encoder)
+    use_row_gradient_embeddings(tagger)  # no dense zero fill of a table's gradient per step
     return tagger, tokenizer
 
 

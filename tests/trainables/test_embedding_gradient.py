@@ -91,10 +91,12 @@ def test_only_plain_tables_are_turned():
     assert type(model[2]) is nn.Embedding and list(model.state_dict()) == keys
 
 
+@pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
-def test_a_tagger_trains_to_the_same_weights(tmp_path, model_type):
+def test_a_tagger_trains_to_the_same_weights(tmp_path, model_type, bf16):
     """A built tagger (its tables turned) and a copy with torch's embeddings back, trained
-    under AdamW with clipping on padded batches: the same weights bit for bit."""
+    under AdamW with clipping on padded batches, in fp32 and under bf16 autocast (emulated
+    where the CPU lacks it): the same weights bit for bit."""
     folder = tiny_model_folder(tmp_path, model_type, layers=2)
     ours, _ = build_tagger(str(folder), 3, generator=torch.Generator().manual_seed(0))
     assert any(type(m) is RowGradientEmbedding for m in ours.modules())
@@ -110,7 +112,8 @@ def test_a_tagger_trains_to_the_same_weights(tmp_path, model_type):
             labels = torch.randint(
                 0, 3, input_ids.shape, generator=torch.Generator().manual_seed(step)
             )
-            _, loss = model(input_ids, attention_mask, labels)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                _, loss = model(input_ids, attention_mask, labels)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
             optimizer.step()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from tests.study_helpers import (
     assert_every_trial_once,
     finished_trials,
     kill_driver,
+    kill_session,
     read_until,
     run_study,
     runs_by_kind,
@@ -48,6 +51,19 @@ def s3(monkeypatch):
         yield server
 
 
+@pytest.fixture
+def drivers():
+    """The drivers a test starts: any still running when it ends (a failed assertion before
+    the test ended it) is killed with everything it started, its held trials included."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for driver in started:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
+        kill_session(driver.pid)
+
+
 def _storage(s3, monkeypatch, endpoint_in_uri: bool) -> str:
     if endpoint_in_uri:
         return s3.uri(BUCKET, "ray")
@@ -64,13 +80,14 @@ def _saved_states(s3) -> list[str]:
     return sorted(folders)
 
 
-def _first_trial_done(s3, tmp: Path, storage: str, tiny_model, tiny_corpus):
+def _first_trial_done(s3, tmp: Path, storage: str, tiny_model, tiny_corpus, drivers: list):
     """A small study started on `storage`, read until its first trial finished and then held
     still (see `_hold_trials`): (its file, the running driver, its output so far, the held
     trial processes)."""
     study = write_study(tmp, str(tiny_model), tiny_corpus, **SMALL_STUDY)
     seen: list[str] = []
     driver = start_driver(study, tmp, "--storage", storage)
+    drivers.append(driver)
     assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 1, seen)
     return study, driver, seen, _hold_trials(driver, s3)
 
@@ -119,10 +136,12 @@ def _state_versions(s3) -> dict[str, str]:
 
 
 def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
-    s3, monkeypatch, tmp_path, tiny_model, tiny_corpus
+    s3, drivers, monkeypatch, tmp_path, tiny_model, tiny_corpus
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=True)
-    study, driver, first, _ = _first_trial_done(s3, tmp_path, storage, tiny_model, tiny_corpus)
+    study, driver, first, _ = _first_trial_done(
+        s3, tmp_path, storage, tiny_model, tiny_corpus, drivers
+    )
     keys = s3.keys(BUCKET)
     assert any("/checkpoint_" in key for key in keys), keys
     (state,) = [key for key in keys if key.endswith("/study.json")]
@@ -143,10 +162,12 @@ def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
 
 
 def test_storage_going_away_is_one_line_then_a_clean_resume(
-    s3, monkeypatch, tmp_path, tiny_model, tiny_corpus
+    s3, drivers, monkeypatch, tmp_path, tiny_model, tiny_corpus
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=False)
-    study, driver, seen, held = _first_trial_done(s3, tmp_path, storage, tiny_model, tiny_corpus)
+    study, driver, seen, held = _first_trial_done(
+        s3, tmp_path, storage, tiny_model, tiny_corpus, drivers
+    )
     s3.stop()
     for proc in held:  # their next checkpoint finds the storage gone
         with contextlib.suppress(psutil.Error):

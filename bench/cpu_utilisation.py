@@ -69,7 +69,7 @@ def make_trial(args, threads: int, steps: int):
     config = {
         "batch_size": args.batch_size, "lr": 5e-5, "seed": 0, "threads": threads,
         "max_steps": steps, "epochs": 50, "eval_every": 10**9, "dynamics": "off",
-        "precision": args.precision[0],
+        "precision": args.precision[0], "device": "cpu",  # also where a GPU is there
     }  # fmt: skip
     return Trial(TrialConfig.from_dict(config))
 

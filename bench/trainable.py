@@ -59,8 +59,9 @@ def _peak_rss_mb() -> float:
 
 
 def _common(args) -> dict:
+    # the CPU, as the Trainer's use_cpu, also on a machine with a GPU
     return {"batch_size": args.batch_size, "lr": 5e-5, "seed": 0, "threads": args.threads,
-            "precision": args.precision[0]}  # fmt: skip
+            "precision": args.precision[0], "device": "cpu"}  # fmt: skip
 
 
 def run_ours(args) -> dict:

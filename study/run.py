@@ -23,7 +23,6 @@ import os
 import shlex
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ from study.spec import StudySpec, check_same_overrides, load_study
 from study.spec.stages import check_stage_data, study_stages
 from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
-from study.tracking.start import open_study_runs, probe_tracking
+from study.tracking.start import DriverTime, open_study_runs, probe_tracking
 from study.tracking.store import patiently
 from study.tracking.summary import confirm_summary
 from trainables.settings import (
@@ -220,7 +219,7 @@ def _run_study(
     resume = _resume_line(spec.name, state["profile"], state["overrides"])
     ended = StudyOutcome(EXIT_OK, spec.name, study_run, context.tracking_uri, resume=resume)
     reserve = SpaceReserve(store.fs, store.fs_path(context.study_dir))
-    started = time.time()
+    driver_time = DriverTime(tracker.tags(study_run))
     try:
         reserve.hold()
         finished = run_phases(context, state)
@@ -236,13 +235,13 @@ def _run_study(
         print(f"error: the study's storage {store.root} {problem} with: {resume}", file=sys.stderr)
         return dataclasses.replace(ended, exit_code=EXIT_STORAGE)
     if not finished:
-        tracker.set_tags(study_run, {"state": "interrupted"})
+        tracker.set_tags(study_run, {"state": "interrupted", **driver_time.tags()})
         tracker.end_study(study_run, context.arm_runs, "KILLED")
         print(f"study interrupted; its state is saved. Resume with:\n  {resume}", file=sys.stderr)
         return dataclasses.replace(ended, exit_code=EXIT_INTERRUPTED)
     uri = context.tracking_uri
     print(patiently(lambda: confirm_summary(tracker, study_run, spec.metric.name), uri))
-    finished = {"state": "finished", "wall_s": f"{time.time() - started:.0f}"}
+    finished = {"state": "finished", **driver_time.tags()}
     patiently(lambda: tracker.set_tags(study_run, finished), uri)
     report = None
     if reports.lower() == NO_REPORT:

@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING
 
 from study import stats
-from study.names import TRAINABLE_TAG
+from study.names import DRIVERS_TAG, TRAINABLE_TAG, WALL_TAG
 from study.report.text import markdown_table, num, p_value, stage_sequence
 from study.report.validity import budget_note
 from trainables.settings import SYNTHETIC
@@ -55,7 +55,7 @@ SYNTHETIC_NOTE = (
 def _header(report: Report) -> str:
     r = report.record
     tags = r.tags
-    wall = tags.get("wall_s")
+    wall, drivers = tags.get(WALL_TAG), int(tags.get(DRIVERS_TAG, 1))
     lines = [
         f"# {report_title(r)}: `{r.name}` (profile `{tags.get('profile', '?')}`)",
         "",
@@ -65,6 +65,7 @@ def _header(report: Report) -> str:
         f"- MLflow: experiment `{r.name}`, study run `{r.run_id}` "
         f"(state: {tags.get('state', 'unknown')}"
         + (f", wall time {int(wall) // 60} min {int(wall) % 60} s" if wall else "")
+        + (f" over {drivers} runs of the driver" if wall and drivers > 1 else "")
         + ")",
         f"- Model `{tags.get('model', '?')}` (fingerprint `{tags.get('model_fingerprint', '?')}`)"
         f", data fingerprint `{tags.get('data_fingerprint', '?')}`"

@@ -12,6 +12,7 @@ under the same runs.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -27,11 +28,13 @@ from study.fingerprint import (
 )
 from study.names import (
     ANALYSIS_TAG,
+    DRIVERS_TAG,
     FIXED_FROM_TAG,
     LIBRARIES_TAG,
     OVERRIDES_TAG,
     STUDY_ARTIFACT,
     TRAINABLE_TAG,
+    WALL_TAG,
 )
 from study.plan import StudyPlan
 from study.precision import PRECISION_KEY, resolved_precision
@@ -114,3 +117,18 @@ def merged_study(spec: StudySpec) -> str:
     the model and data paths as resolved."""
     merged = {**spec.raw, "model": spec.model, "data": spec.data}
     return yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
+
+
+class DriverTime:
+    """The study's wall time over every driver that ran it: a resumed study adds this
+    driver's time to what its study run recorded when the earlier ones stopped (a driver
+    that was killed recorded none, and its time is not counted)."""
+
+    def __init__(self, recorded: dict[str, str]):
+        self.before = float(recorded.get(WALL_TAG, 0))
+        self.drivers = int(recorded.get(DRIVERS_TAG, 0)) + 1
+        self.started = time.time()
+
+    def tags(self) -> dict[str, str]:
+        wall = self.before + time.time() - self.started
+        return {WALL_TAG: f"{wall:.0f}", DRIVERS_TAG: str(self.drivers)}

@@ -264,6 +264,9 @@ class StudyTracker:
         items = [RunTag(k, str(v)[:5000]) for k, v in tags.items()]
         self.client.log_batch(run_id, params=list(params), tags=items)
 
+    def tags(self, run_id: str) -> dict[str, str]:
+        return dict(self.client.get_run(run_id).data.tags)
+
     def log_text(self, run_id: str, text: str, name: str) -> None:
         """A small text artifact (written again with the same name on `--resume`)."""
         self.client.log_text(run_id, text, name)

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from study.names import DRIVERS_TAG, WALL_TAG
 from tests.study_helpers import (
     REPO,
     assert_each_trial_ended_once,
@@ -227,11 +229,22 @@ def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_co
     assert json.loads(state.read_text())["study_run"]
     (study_run,) = runs_by_kind(tmp_path)["study"]
     assert study_run.data.tags["state"] == "interrupted"
+    first_wall = float(study_run.data.tags[WALL_TAG])
+    assert first_wall > 0 and study_run.data.tags[DRIVERS_TAG] == "1"
 
+    started = time.time()
     resumed = run_study(study, tmp_path, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_each_trial_ended_once([seen, resumed.stderr.splitlines()], 12)
     assert_every_trial_once(tmp_path, 12)
+    # the study's wall time counts both drivers, and its report says over how many
+    (study_run,) = runs_by_kind(tmp_path)["study"]
+    wall = float(study_run.data.tags[WALL_TAG])
+    assert study_run.data.tags[DRIVERS_TAG] == "2"
+    assert first_wall + 1 < wall <= first_wall + time.time() - started + 1
+    header = (tmp_path / "reports" / "teststudy" / "README.md").read_text().splitlines()[4]
+    minutes, seconds = divmod(int(wall), 60)
+    assert f"wall time {minutes} min {seconds} s over 2 runs of the driver" in header, header
 
 
 def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path, tiny_model, tiny_corpus):

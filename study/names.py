@@ -41,7 +41,7 @@ FIXED_FROM_TAG = "fixed_from"  # on the study run: which study and seeds chose a
 TRAINABLE_TAG = "trainable"  # on the study run: tagger, or synthetic (never a finding)
 WALL_TAG = "wall_s"  # on the study run: seconds its drivers ran, over every resume
 DRIVERS_TAG = "drivers"  # on the study run: the drivers whose time wall_s counts (one
-# that was killed, or stopped by its storage, recorded none: it is in neither)
+# that was killed recorded none: it is in neither)
 
 
 def default_tracking_uri(base: Path | str = ".") -> str:

@@ -225,10 +225,14 @@ def _run_study(
         finished = run_phases(context, state)
     except Exception as err:
         if is_storage_unreachable(err):
-            reason = settle_unreachable_storage(err, tracker, study_run, context.arm_runs)
+            reason = settle_unreachable_storage(
+                err, tracker, study_run, context.arm_runs, driver_time.tags()
+            )
             problem = f"cannot be reached ({reason}); once it answers again, resume"
         elif is_storage_full(err):
-            reason = settle_full_storage(err, reserve, tracker, study_run, context.arm_runs)
+            reason = settle_full_storage(
+                err, reserve, tracker, study_run, context.arm_runs, driver_time.tags()
+            )
             problem = f"is full ({reason}); free space there, then resume"
         else:
             raise

@@ -97,25 +97,28 @@ def settle_full_storage(
     tracker: StudyTracker,
     study_run: str,
     arm_runs: dict[str, str],
+    tags: dict[str, str],
 ) -> str:
     """After the trials stopped on a full disk: free the reserve and write Tune's last state
     into it (its own copy may have been cut short by the full disk), so `--resume` can read
-    it; mark the study run and stop Ray. The line that says the device is full."""
+    it; mark the study run (its state, and `tags`) and stop Ray. The line that says the
+    device is full."""
     reserve.release()
     storage = storage_context(err)
     if storage is not None and not rewrite_from_staging(storage):
         log.warning("the saved state of this phase may not be whole; --resume will say so")
-    end_stopped_study(tracker, study_run, arm_runs, "storage_full")
+    end_stopped_study(tracker, study_run, arm_runs, {"state": "storage_full", **tags})
     return no_space_reason(err)
 
 
 def end_stopped_study(
-    tracker: StudyTracker, study_run: str, arm_runs: dict[str, str], state: str
+    tracker: StudyTracker, study_run: str, arm_runs: dict[str, str], tags: dict[str, str]
 ) -> None:
-    """Mark the study run as stopped by its storage (`state`: full, unreachable), then stop
-    Ray, whose log monitor would otherwise go on printing after the driver's last line."""
+    """Mark the study run as stopped by its storage (`tags`: its state, full or unreachable,
+    and its wall time so far), then stop Ray, whose log monitor would otherwise go on
+    printing after the driver's last line."""
     try:  # the tracking store may be down too, or live on the same full disk
-        tracker.set_tags(study_run, {"state": state})
+        tracker.set_tags(study_run, tags)
         tracker.end_study(study_run, arm_runs, "KILLED")
     except Exception as mlflow_err:  # noqa: BLE001 - the driver's own line matters more
         log.warning("could not mark the study run in MLflow: %s", mlflow_err)

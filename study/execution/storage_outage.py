@@ -56,9 +56,13 @@ class OutageGuard(StorageGuard):
 
 
 def settle_unreachable_storage(
-    err: BaseException, tracker: StudyTracker, study_run: str, arm_runs: dict[str, str]
+    err: BaseException,
+    tracker: StudyTracker,
+    study_run: str,
+    arm_runs: dict[str, str],
+    tags: dict[str, str],
 ) -> str:
-    """After the trials stopped because the storage went away: mark the study run and stop
-    Ray. The line that says what did not answer."""
-    end_stopped_study(tracker, study_run, arm_runs, STATE_TAG)
+    """After the trials stopped because the storage went away: mark the study run (its state,
+    and `tags`) and stop Ray. The line that says what did not answer."""
+    end_stopped_study(tracker, study_run, arm_runs, {"state": STATE_TAG, **tags})
     return unreachable_reason(err)

@@ -122,7 +122,7 @@ def merged_study(spec: StudySpec) -> str:
 class DriverTime:
     """The study's wall time over every driver that ran it: a resumed study adds this
     driver's time to what its study run recorded when the earlier ones stopped (a driver
-    that was killed, or stopped by its storage, recorded none: its time is not counted)."""
+    that was killed recorded none: its time is not counted)."""
 
     def __init__(self, recorded: dict[str, str]):
         self.before = float(recorded.get(WALL_TAG, 0))

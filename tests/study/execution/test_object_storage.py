@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from study.execution.saved_state import STATE_PATTERN, damaged_state
+from study.names import DRIVERS_TAG, WALL_TAG
 from tests.servers import S3_ENV, s3_server, s3_unavailable_reason
 from tests.study_helpers import (
     SMALL_STUDY,
@@ -189,7 +190,9 @@ def test_storage_going_away_is_one_line_then_a_clean_resume(
         "--resume"
     ), last
     runs = runs_by_kind(tmp_path)
-    assert runs["study"][0].data.tags["state"] == "storage_unreachable"
+    stopped = runs["study"][0].data.tags
+    assert stopped["state"] == "storage_unreachable"
+    assert float(stopped[WALL_TAG]) > 0 and stopped[DRIVERS_TAG] == "1"  # its time counts
     assert "errored" not in {r.data.tags.get("status") for r in runs["trial"]}  # none blamed
 
     s3.start()
@@ -198,6 +201,9 @@ def test_storage_going_away_is_one_line_then_a_clean_resume(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_each_trial_ended_once([seen, resumed.stderr.splitlines()], 4)
     assert_every_trial_once(tmp_path, 4)
+    finished = runs_by_kind(tmp_path)["study"][0].data.tags
+    assert finished[DRIVERS_TAG] == "2"
+    assert float(finished[WALL_TAG]) > float(stopped[WALL_TAG])
 
 
 @pytest.mark.parametrize("endpoint_in_uri", [True, False], ids=["in-uri", "from-env"])

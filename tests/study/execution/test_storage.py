@@ -29,6 +29,7 @@ from study.execution.storage_guard import (
     no_space_reason,
     says_no_space,
 )
+from study.names import DRIVERS_TAG
 from tests.study_helpers import REPO, runs_by_kind, study_command, write_study
 from trainables.errors import UserInputError
 
@@ -148,6 +149,7 @@ def test_full_disk_stops_with_one_line_and_resumes(tmp_path, tiny_model, tiny_co
     assert files["RC2"].read_text().strip() == "0", second[-3000:]
     runs = runs_by_kind(tmp_path)
     assert len(runs["study"]) == 1 and runs["study"][0].data.tags["state"] == "finished"
+    assert runs["study"][0].data.tags[DRIVERS_TAG] == "2"  # the driver the disk stopped counts
     keys = Counter(r.data.tags["trial_key"] for r in runs["trial"])
     assert len(keys) == 12 and set(keys.values()) == {1}, keys
     statuses = {r.data.tags["status"] for r in runs["trial"]}

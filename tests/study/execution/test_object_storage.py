@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -59,10 +58,8 @@ def drivers():
     started: list[subprocess.Popen] = []
     yield started
     for driver in started:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
-        kill_session(driver.pid)
+        kill_session(driver.pid)  # it leads its session: it and everything it started
+        driver.wait()
 
 
 def _storage(s3, monkeypatch, endpoint_in_uri: bool) -> str:

@@ -12,6 +12,11 @@ kernel adds them (tests/trainables/test_embedding_gradient.py compares the two),
 padding row gets none, and every row the batch did not use is exactly zero. AdamW still sees
 a dense gradient, so its update of every row (momentum, weight decay) is unchanged.
 
+Gradient clipping reads and scales only the rows a step wrote (`gradient_rows`, used by
+trainables/training/optimization.py): the norm of the whole table and its multiply by the
+clipping factor were two more passes over the 47 MB (3.6 ms of norm on one AVX2 thread,
+against 0.11 ms over the used rows).
+
 What it relies on: nothing keeps a reference to a gradient across `zero_grad(set_to_none=True)`
 (the buffer is reused on the next backward), and the only in-place changes to a gradient are
 scalings (clipping), which keep unused rows at zero. Elsewhere than CPU, in evaluation and
@@ -64,6 +69,14 @@ class RowGradientEmbedding(nn.Embedding):
         finally:
             torch.set_num_threads(threads)
 
+    def gradient_rows(self) -> torch.Tensor | None:
+        """The rows of `weight.grad` that may be non-zero (ascending, once each) while the
+        gradient is this table's buffer; None when it is not, and any row may be."""
+        grad = self.weight.grad
+        if grad is None or grad is not getattr(self, "_buffer", None):
+            return None
+        return torch.unique(self._written)
+
     def _add_rows(self, rows: torch.Tensor, values: torch.Tensor) -> None:
         weight, grad = self.weight, self.weight.grad
         buffer: torch.Tensor | None = getattr(self, "_buffer", None)
@@ -82,6 +95,11 @@ class RowGradientEmbedding(nn.Embedding):
         grad.index_add_(0, used, summed)
         if grad is buffer:
             self._written = torch.cat([self._written, used])
+
+
+def row_gradient_tables(model: nn.Module) -> dict[int, RowGradientEmbedding]:
+    """The turned tables of `model`, by `id` of their weight Parameter."""
+    return {id(m.weight): m for m in model.modules() if isinstance(m, RowGradientEmbedding)}
 
 
 def use_row_gradient_embeddings(model: nn.Module) -> int:

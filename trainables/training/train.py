@@ -35,6 +35,7 @@ from trainables.measures import dynamics
 from trainables.measures.fingerprints import LayerFingerprint
 from trainables.measures.fingerprints.capture import take_fingerprint
 from trainables.model.device import autocast, resolve_device, trial_precision
+from trainables.model.embedding_gradient import row_gradient_tables
 from trainables.model.memory import keep_freed_memory
 from trainables.model.tagger import Tagger, build_tagger, load_encoder
 from trainables.settings.budget import PlateauWatch, check_patience
@@ -109,6 +110,7 @@ class Trial:
             self.model, config, self.device, self.total_steps
         )
         self.trained = [p for p in self.model.parameters() if p.requires_grad]
+        self.row_tables = row_gradient_tables(self.model)  # clipped over their written rows
         self._start_at_step_zero()
         log.info(
             "trial: %d train windows (fraction %.3g), %d steps, %d labels, device %s, %s",
@@ -266,7 +268,7 @@ class Trial:
                 f"(lr={self.scheduler.get_last_lr()[0]:.3g}); the trial's results are invalid"
             )
         loss.backward()
-        clip_gradients(self.trained, self.cfg.max_grad_norm)
+        clip_gradients(self.trained, self.cfg.max_grad_norm, self.row_tables)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)

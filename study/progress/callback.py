@@ -22,24 +22,40 @@ class ProgressCallback(Callback):
     `every_s` from Tune's loop (which steps many times a second) and once more as the
     experiment ends. A finished trial's view is kept, not rebuilt: with thousands of trials,
     rebuilding every view at every step (Ray's `last_result` copies the result each time)
-    took three quarters of the driver's time (bench/scale.py, docs/scale.md)."""
+    took three quarters of the driver's time (bench/scale.py, docs/scale.md).
+
+    A trial counts as finished when Tune says it ended (completed, stopped by the scheduler
+    or failed), or when it was already finished the first time this callback saw it (a
+    restored experiment's). Trials that Ctrl-C stops are marked TERMINATED by Tune's clean-up
+    too, without that event; they run again on `--resume`, so the line does not count them."""
 
     def __init__(self, progress: StudyProgress | None, every_s: float = UPDATE_EVERY_S):
         self.progress = progress
         self.every_s = every_s
         self._updated_at: float | None = None
         self._finished: dict[str, TrialView | None] = {}  # trial id -> its final view
+        self._ended: set[str] = set()  # trials Tune reported complete or failed
+        self._seen_unfinished: set[str] = set()
 
     def __getstate__(self) -> dict:
-        return {"progress": None, "every_s": self.every_s, "_updated_at": None, "_finished": {}}
+        return {
+            "progress": None,
+            "every_s": self.every_s,
+            "_updated_at": None,
+            "_finished": {},
+            "_ended": set(),
+            "_seen_unfinished": set(),
+        }
 
     def on_step_end(self, iteration, trials, **info) -> None:
         self._update(trials)
 
     def on_trial_complete(self, iteration, trials, trial, **info) -> None:
+        self._ended.add(trial.trial_id)
         self._update(trials)
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
+        self._ended.add(trial.trial_id)
         self._update(trials)
 
     def on_experiment_end(self, trials, **info) -> None:
@@ -66,10 +82,7 @@ class ProgressCallback(Callback):
         tags = study_tags_of(trial)
         if "phase" not in tags:
             return None
-        status = status_of(trial)
-        state = "finished" if status in FINISHED_STATES else (
-            "running" if status == RUNNING else "waiting"
-        )  # fmt: skip
+        state = self._state(trial)
         result = trial.last_result or {}
         value = result.get(self.progress.metric)
         return TrialView(
@@ -82,3 +95,11 @@ class ProgressCallback(Callback):
             value=float(value) if isinstance(value, int | float) else None,
             seconds=float(result.get(TIME_KEY, 0.0)),
         )
+
+    def _state(self, trial) -> str:
+        status = status_of(trial)
+        ended = trial.trial_id in self._ended or trial.trial_id not in self._seen_unfinished
+        if status in FINISHED_STATES and ended:
+            return "finished"
+        self._seen_unfinished.add(trial.trial_id)
+        return "running" if status == RUNNING else "waiting"

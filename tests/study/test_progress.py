@@ -1,6 +1,7 @@
 """The study's progress line: counts per phase, the best arm so far, elapsed time and an ETA
-from measured trial times; drawn in place on a terminal, logged once a minute elsewhere. (The
-real command line's output is checked in tests/study/test_study_run.py.)"""
+from measured trial times; drawn in place on a terminal, logged once a minute elsewhere. The
+callback that feeds it from Tune counts only trials that ended. (The real command line's
+output is checked in tests/study/test_study_run.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import io
 import logging
 
 import pytest
+from ray.tune.experiment import Trial
 
+from study.names import STUDY_TAGS
+from study.progress.callback import TIME_KEY, ProgressCallback
 from study.progress.line import CLEAR, StudyProgress, TrialView
 
 
@@ -120,3 +124,32 @@ def test_a_terminal_gets_one_line_rewritten_in_place(clock, caplog):
         assert screen.getvalue().endswith(CLEAR)
     finally:
         logging.getLogger().removeHandler(handler)
+
+
+class FakeTrial:
+    """What the callback reads of a Tune trial: its id, status, study tags and last result."""
+
+    def __init__(self, trial_id: str, status: str):
+        self.trial_id, self.status = trial_id, status
+        self.config = {STUDY_TAGS: {"phase": "explore", "arm": "depth=6", "sample": 0}}
+        self.last_result = {"dev_f1": 0.5, "final": True, TIME_KEY: 10.0}
+
+
+def test_trials_stopped_by_ctrl_c_are_not_counted_as_finished(clock):
+    """Tune's clean-up after Ctrl-C marks the running trials TERMINATED without reporting
+    them complete; they run again on --resume. A restored experiment's trials that were
+    already finished, and trials Tune reports complete or failed, count."""
+    line = progress(clock, terminal=False)
+    callback = ProgressCallback(line, every_s=0.0)
+    restored = FakeTrial("restored", Trial.TERMINATED)
+    done, failed, cut = (FakeTrial(name, Trial.RUNNING) for name in ("done", "failed", "cut"))
+    trials = [restored, done, failed, cut]
+    line.experiment_started(at_once=2)
+    callback.on_step_end(0, trials)
+    done.status, failed.status = Trial.TERMINATED, Trial.ERROR
+    callback.on_trial_complete(1, trials, done)
+    callback.on_trial_error(2, trials, failed)
+    cut.status = Trial.TERMINATED  # what Tune's clean-up does, with no event
+    callback.on_experiment_end(trials)
+    line.experiment_ended()
+    assert line.line().startswith("explore 3/8 | confirm 0/4"), line.line()

@@ -225,6 +225,10 @@ def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_co
     assert code == 130, output[-3000:]
     assert f"python -m study.run {study.stem} --profile default --resume" in output
     assert not driver_tracebacks(output), output[-3000:]
+    # the last progress line counts the trials that ended, not those Ctrl-C stopped
+    ended = sum("trial finished: [explore]" in line for line in seen)
+    last = [line for line in seen if "study.progress: progress:" in line][-1]
+    assert f"explore {ended}/8 |" in last, last
     (state,) = (tmp_path / "ray_results" / "teststudy").glob("default-*/study.json")
     assert json.loads(state.read_text())["study_run"]
     (study_run,) = runs_by_kind(tmp_path)["study"]

@@ -38,7 +38,10 @@ committed; Ray's results beside it), tagged with a key of the study, profile, tr
 model and data fingerprints, precision, metric, fixed settings and grid seeds (a contender's
 also with the search range, the explore settings and its overrides; bench/search_reference.py
 says what invalidates it). A rerun trains only the grid points and contender repetitions the
-store lacks, so with a full cache it only reads and prints. `--refresh` retrains everything of
+store lacks, so with a full cache it only reads and prints. The grid trains one learning rate
+per study run (`--grid-lrs-per-run`), each cached as it ends, so Ctrl-C or a crash loses
+only the run that was training, and the cache can be built over several sittings (the
+contender repetitions are cached one by one too). `--refresh` retrains everything of
 this key (after a change to the training code, which the key does not see). Without a cache,
 the script first prints how long building the grid takes: at most its trials x the budget's
 max epochs, at a stated time per trial-epoch (`--epoch-s`, or this precision's figure from
@@ -108,6 +111,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "search_efficiency")
     p.add_argument("--grid-lrs", type=int, help="dense grid points (default 12; synthetic 10)")
     p.add_argument("--grid-seeds", type=int, nargs="+", default=[1000, 1001, 1002])
+    p.add_argument(
+        "--grid-lrs-per-run", type=int,
+        help="grid lrs per study run, each cached as it ends (default 1; synthetic: all)",
+    )  # fmt: skip
     p.add_argument("--beyond", type=float, default=0.5, help="decades past each end of the range")
     p.add_argument("--repetitions", type=int, help="per contender (default 5; synthetic 2)")
     p.add_argument("--contenders", nargs="+", choices=list(CONTENDERS), default=list(CONTENDERS))
@@ -126,6 +133,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.repetitions = (2 if small else 5) if args.repetitions is None else args.repetitions
     if args.grid_lrs < 2 or args.repetitions < 1:
         p.error("--grid-lrs must be >= 2 and --repetitions >= 1")
+    if args.grid_lrs_per_run is not None and args.grid_lrs_per_run < 1:
+        p.error("--grid-lrs-per-run must be >= 1")
     return args
 
 
@@ -217,8 +226,17 @@ def reference(args, spec, uri: str) -> pd.DataFrame:
         estimate(args, spec, todo)
         started = time.time()
         run = runner(args, uri, args.storage)
-        run_ids = grid.build_missing(arms, missing, args.grid_seeds, run)
-        grid.tag(uri, run_ids, key)
+
+        def run_and_cache(overrides: dict) -> str:
+            run_id = run(overrides)
+            grid.tag(uri, [run_id], key)
+            lrs = [point["lr"] for point in overrides["phases"]["confirm"]["select"]]
+            say(args, f"grid: lr {', '.join(f'{lr:g}' for lr in lrs)} cached "
+                f"({time.time() - started:.0f} s since the grid started)")  # fmt: skip
+            return run_id
+
+        lrs_per_run = args.grid_lrs_per_run or (None if spec.synthetic else 1)
+        grid.build_missing(arms, missing, args.grid_seeds, run_and_cache, lrs_per_run)
         say(args, f"grid: {todo} points trained in {time.time() - started:.0f} s")
     trials = grid.cached_trials(uri, spec.name, key)
     return grid.curves(trials, lrs, spec.metric.name, spec.analysis.primary)

@@ -106,11 +106,17 @@ def missing_points(arms: list[Arm], lrs: list[float], trials: pd.DataFrame) -> d
 
 
 def build_missing(
-    arms: list[Arm], missing: dict[str, list], seeds: list[int], run: Callable[[dict], str]
+    arms: list[Arm],
+    missing: dict[str, list],
+    seeds: list[int],
+    run: Callable[[dict], str],
+    lrs_per_run: int | None = None,
 ) -> list[str]:
-    """Train the missing points: one study run when every arm misses the same learning rates,
-    else one per arm (its `grid` narrowed to it). `run(overrides)` runs the study and returns
-    its run id; the ids are returned for tagging."""
+    """Train the missing points, at most `lrs_per_run` learning rates per study run (None: all
+    in one): runs over every arm while all arms miss the same learning rates, else runs per
+    arm (its `grid` narrowed to it). `run(overrides)` trains one study run and returns its id;
+    the caller caches each run as it returns, so an interruption loses only the run that was
+    training. The ids are returned in the order they ran."""
     todo = {a.id: missing[a.id] for a in arms if missing[a.id]}
     if not todo:
         return []
@@ -118,11 +124,14 @@ def build_missing(
     groups = [(None, todo[arms[0].id])] if same else [(a, todo[a.id]) for a in arms if a.id in todo]
     run_ids = []
     for arm, lrs in groups:
-        overrides = {"phases": {"confirm": {"select": [{"lr": lr} for lr in lrs],
-                                            "seeds": list(seeds)}}}  # fmt: skip
-        if arm is not None:
-            overrides["grid"] = {name: [value] for name, value in arm.factors.items()}
-        run_ids.append(run(overrides))
+        size = lrs_per_run or len(lrs)
+        for first in range(0, len(lrs), size):
+            chunk = lrs[first : first + size]
+            overrides = {"phases": {"confirm": {"select": [{"lr": lr} for lr in chunk],
+                                                "seeds": list(seeds)}}}  # fmt: skip
+            if arm is not None:
+                overrides["grid"] = {name: [value] for name, value in arm.factors.items()}
+            run_ids.append(run(overrides))
     return run_ids
 
 

@@ -1,0 +1,64 @@
+"""How bench/search_reference.py splits the dense grid's missing points into study runs: one
+run per chunk of learning rates, over every arm while the arms miss the same ones, else per
+arm; each run handed over as it ends, so the bench caches it before the next one trains.
+(The bench end to end: tests/study/search/test_search_efficiency_bench.py.)"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from study.plan import Arm
+from tests.study_helpers import REPO
+
+
+@pytest.fixture(scope="module")
+def reference():
+    spec = importlib.util.spec_from_file_location(
+        "search_reference", REPO / "bench" / "search_reference.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ARMS = [Arm(0, {"depth": 5}), Arm(1, {"depth": 6})]
+LRS = [1e-5, 3e-5, 1e-4, 3e-4, 1e-3]
+
+
+def _build(reference, missing, lrs_per_run):
+    """The runs build_missing asks for, as (grid override or None, lrs), in order."""
+    asked = []
+
+    def run(overrides: dict) -> str:
+        lrs = [point["lr"] for point in overrides["phases"]["confirm"]["select"]]
+        assert overrides["phases"]["confirm"]["seeds"] == [1000, 1001]
+        asked.append((overrides.get("grid"), lrs))
+        return f"run{len(asked)}"
+
+    ids = reference.build_missing(ARMS, missing, [1000, 1001], run, lrs_per_run)
+    assert ids == [f"run{k + 1}" for k in range(len(asked))]
+    return asked
+
+
+def test_one_lr_per_run_over_every_arm(reference):
+    asked = _build(reference, {"depth=5": LRS, "depth=6": LRS}, 1)
+    assert asked == [(None, [lr]) for lr in LRS]
+
+
+def test_chunks_of_lrs_and_all_in_one_run(reference):
+    both = {"depth=5": LRS, "depth=6": LRS}
+    assert _build(reference, both, 2) == [(None, LRS[:2]), (None, LRS[2:4]), (None, LRS[4:])]
+    assert _build(reference, both, None) == [(None, LRS)]
+
+
+def test_arms_missing_different_lrs_run_apart(reference):
+    """After an interruption one arm may have more cached than the other."""
+    asked = _build(reference, {"depth=5": LRS[3:], "depth=6": LRS[4:]}, 1)
+    assert asked == [
+        ({"depth": [5]}, [LRS[3]]),
+        ({"depth": [5]}, [LRS[4]]),
+        ({"depth": [6]}, [LRS[4]]),
+    ]
+    assert _build(reference, {"depth=5": [], "depth=6": []}, 1) == []

@@ -10,7 +10,11 @@ sample's seed mean goes before its arm's ASHA, and what that means for each seed
   applies to all seeds of the sample together.
 - A seed that reaches its arm's last rung before its siblings is paused until they get there,
   so no seed can finish while the rest of its sample is still to be judged (seeds would
-  otherwise split: one completed, the others pruned a moment later).
+  otherwise split: one completed, the others pruned a moment later). A sibling that ended
+  before the rung (a `budget: {until_plateau}` trial that stopped improving) will never get
+  there and is not waited for: the seeds still training go on, and the sample is judged no
+  further. (Waiting for it left the seed paused for good and the study hung when nothing
+  else was left to run.)
 
 The book is pickled with the searcher in every experiment's state: its attribute names are
 part of the saved layout (`LAYOUT_VERSION` in study/execution/storage.py).
@@ -100,8 +104,8 @@ class _SampleBook:
         return max(below) if below else None
 
     def waiting_at_last_rung(self, study_tags: dict[str, Any]) -> bool:
-        """True for a seed that has reached its arm's last rung while a sibling has not, so
-        the sample's last decision is still open."""
+        """True for a seed that has reached its arm's last rung while a sibling still
+        training has not, so the sample's last decision is still open."""
         sample = self.samples.get(sample_key(study_tags))
         rung = self.last_rung(study_tags["arm"]) if sample else None
         if rung is None or sample.closed:
@@ -111,7 +115,8 @@ class _SampleBook:
             for s, reports in sample.reports.items()
             if any(t >= rung for t, _ in reports.values())
         }
-        return int(study_tags["seed"]) in reached and reached != set(sample.seeds)
+        ended = set(sample.outcome)  # reports no more (the searcher records each seed's end)
+        return int(study_tags["seed"]) in reached and not set(sample.seeds) <= reached | ended
 
     def is_stopped(self, study_tags: dict[str, Any]) -> bool:
         sample = self.samples.get(sample_key(study_tags))

@@ -106,6 +106,22 @@ def test_a_seed_ahead_waits_at_the_last_rung_for_its_siblings(searcher):
     assert not searcher.waiting_at_last_rung(t0)  # released: may run to the end
 
 
+def test_a_sibling_that_completed_before_the_last_rung_is_not_waited_for(searcher):
+    """With `budget: {until_plateau}` a seed can stop improving, and complete, before the last
+    rung; its sibling that reaches the rung goes on (it was paused for good, and the study
+    hung: ner_reinit's default profile did)."""
+    (i0, c0), (_, c1), *_ = _suggest_all(searcher)
+    t0, t1 = c0["study"], c1["study"]
+    searcher.decide(t0, _result(10, 1.0, 0.5))
+    searcher.decide(t1, _result(10, 1.0, 0.5))
+    final = _result(15, 1.5, 0.5, final=True)
+    assert searcher.decide(t0, final) == CONTINUE  # rung 2 not reached: it completes
+    searcher.on_trial_complete(i0, final)
+    assert searcher.decide(t1, _result(20, 2.0, 0.6)) == CONTINUE
+    assert not searcher.waiting_at_last_rung(t1) and not searcher.is_stopped(t1)
+    assert searcher.decide(t1, _result(40, 4.0, 0.6, final=True)) == CONTINUE
+
+
 def test_a_seed_that_failed_for_good_releases_and_stops_its_siblings(searcher):
     (_, c0), (i1, c1), *_ = _suggest_all(searcher)
     searcher.decide(c0["study"], _result(10, 1.0, 0.5))

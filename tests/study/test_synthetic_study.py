@@ -149,3 +149,34 @@ def test_reports_none_ends_the_study_without_a_report_that_study_report_makes_la
     )
     threats = readme.split("## Threats to validity", 1)[1].split("\n## ", 1)[0]
     assert "- **convergence**:" in threats and "`depth=3`" in threats
+
+
+def test_explore_goes_on_when_a_seed_stops_improving_before_the_last_rung(tmp_path):
+    """Under `budget: {until_plateau}` a seed can complete before its arm's last ASHA rung
+    (epoch 2 here: grace 1, reduction 2, at most 4 epochs) while its sibling reaches it. The
+    sample book paused the sibling there until every seed got there, which the completed
+    one never would: the study hung (ner_reinit's default profile did). It finishes now."""
+    plateau = {"until_plateau": {"patience": 2, "min_delta": 0.0, "max_epochs": 4}}
+    study = write_synthetic_study(
+        tmp_path,
+        {"steps_per_epoch": 20, "convergence_epochs": 0.5, "noise": 0.05},
+        search={"lr": {"type": "categorical", "choices": [1.0e-4]}},
+        fixed={"eval_every": 5, "budget": plateau},
+        phases={
+            "explore": {
+                "samples": 1,
+                "seeds": 2,
+                "asha": {"grace_period": 1, "reduction_factor": 2},
+            },
+            "confirm": {"select": "best", "seeds": 1},
+        },
+    )
+    done = run_study(study, tmp_path, timeout=180)  # it took 40 s; the hang, forever
+    assert done.returncode == 0, done.stderr[-3000:]
+    explore = [r for r in runs_by_kind(tmp_path)["trial"] if r.data.tags["phase"] == "explore"]
+    ends = {}
+    for run in explore:
+        ends.setdefault(run.data.tags["arm"], []).append(run.data.metrics["epoch"])
+    # the case itself: in some arm one seed ended before epoch 2 and the other reached it
+    assert any(min(e) < 2 <= max(e) for e in ends.values()), ends
+    assert {r.data.tags["status"] for r in explore} == {"completed"}

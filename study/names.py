@@ -42,6 +42,9 @@ TRAINABLE_TAG = "trainable"  # on the study run: tagger, or synthetic (never a f
 WALL_TAG = "wall_s"  # on the study run: seconds its drivers ran, over every resume
 DRIVERS_TAG = "drivers"  # on the study run: the drivers whose time wall_s counts (one
 # that was killed recorded none: it is in neither)
+CODE_TAG = "code_version"  # on the study run: the code its first driver ran
+CODE_VERSIONS_TAG = "code_versions"  # on the study run: each driver's code, a JSON list in
+# order, repeats folded (a resume with other code appends it, a killed driver's included)
 
 
 def default_tracking_uri(base: Path | str = ".") -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from study import stats
 from study.names import DRIVERS_TAG, TRAINABLE_TAG, WALL_TAG
 from study.report.text import markdown_table, num, p_value, stage_sequence
-from study.report.validity import budget_note
+from study.report.validity import budget_note, code_text
 from trainables.settings import SYNTHETIC
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _header(report: Report) -> str:
         f"- Model `{tags.get('model', '?')}` (fingerprint `{tags.get('model_fingerprint', '?')}`)"
         f", data fingerprint `{tags.get('data_fingerprint', '?')}`"
         f", precision {tags.get('precision', 'not recorded')}"
-        f", code `{tags.get('code_version', '?')}`",
+        f", code {code_text(r)}",
         f"- Plan: {tags.get('plan', '?')}",
         f"- Made by `python -m study.report {r.name}` from the tracking store; the CSV files "
         "beside this page hold every number shown here.",

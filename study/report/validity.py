@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from study import stats
-from study.names import EXPLORE, FIXED_FROM_TAG
+from study.names import CODE_TAG, CODE_VERSIONS_TAG, EXPLORE, FIXED_FROM_TAG
 from study.tracking.reading import CONVERGED, StudyRecord, budget_columns
 
 EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
@@ -398,3 +398,27 @@ def fixed_from_threats(record: StudyRecord) -> list[str]:
             )
         out.append(text)
     return out
+
+
+def code_versions(record: StudyRecord) -> list[str]:
+    """The code each driver of the study ran, in order (one entry unless a resume ran other
+    code; a study run recorded before the list existed has its first driver's only)."""
+    text = record.tags.get(CODE_VERSIONS_TAG)
+    return json.loads(text) if text else [record.tags.get(CODE_TAG, "?")]
+
+
+def code_text(record: StudyRecord) -> str:
+    """The code as the report's header names it: `abc`, or `abc`, resumed with `def`."""
+    first, *later = code_versions(record)
+    return f"`{first}`" + "".join(f", resumed with `{v}`" for v in later)
+
+
+def code_threats(record: StudyRecord) -> list[str]:
+    """A study resumed with other code: trials trained before and after may differ."""
+    versions = code_versions(record)
+    if len(versions) < 2:
+        return []
+    return [
+        f"The study was resumed with other code ({code_text(record)}): trials that trained "
+        "before and after a resume ran different code, so they may not be comparable."
+    ]

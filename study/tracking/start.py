@@ -28,6 +28,8 @@ from study.fingerprint import (
 )
 from study.names import (
     ANALYSIS_TAG,
+    CODE_TAG,
+    CODE_VERSIONS_TAG,
     DRIVERS_TAG,
     FIXED_FROM_TAG,
     LIBRARIES_TAG,
@@ -85,7 +87,7 @@ def open_study_runs(
         "study": spec.name,
         "profile": state["profile"],
         "plan": plan.summary(),
-        "code_version": code_version(),
+        CODE_TAG: code_version(),
         TRAINABLE_TAG: kind,
         "model": spec.model,
         "model_fingerprint": kind
@@ -106,10 +108,21 @@ def open_study_runs(
         tags["compare_baseline"] = json.dumps(spec.compare_baseline)
     name = f"{spec.name}/{state['profile']}" + (" (synthetic)" if spec.synthetic else "")
     study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
+    versions = driver_code_versions(tracker.tags(study_run), tags[CODE_TAG])
+    tracker.set_tags(study_run, {CODE_VERSIONS_TAG: json.dumps(versions)})
     tracker.log_text(study_run, merged_study(spec), STUDY_ARTIFACT)
     arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
     state.update(study_run=study_run)
     return study_run, arm_runs
+
+
+def driver_code_versions(recorded: dict[str, str], current: str) -> list[str]:
+    """The code each driver of the study ran, in order, repeats folded, this one's last: a
+    study resumed with other code says so (its `code_version` tag stays the first driver's).
+    A study run recorded before the list existed starts from its `code_version`."""
+    text = recorded.get(CODE_VERSIONS_TAG)
+    versions = json.loads(text) if text else [recorded.get(CODE_TAG, current)]
+    return versions if versions[-1] == current else [*versions, current]
 
 
 def merged_study(spec: StudySpec) -> str:

@@ -60,6 +60,8 @@ def test_mlflow_tree_is_study_then_arms_then_trials(finished_study):
     assert study_run.data.tags["state"] == "finished"
     for tag in ("code_version", "model_fingerprint", "data_fingerprint", "plan", "profile"):
         assert study_run.data.tags[tag]
+    code = study_run.data.tags["code_version"]
+    assert json.loads(study_run.data.tags["code_versions"]) == [code]
     # auto, resolved once by the driver from this host's CPU: every trial ran in it
     assert study_run.data.tags["precision"] == ("bf16" if host_has_native_bf16() else "fp32")
     assert {r.data.params["precision"] for r in trials} == {study_run.data.tags["precision"]}
@@ -246,9 +248,13 @@ def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_co
     wall = float(study_run.data.tags[WALL_TAG])
     assert study_run.data.tags[DRIVERS_TAG] == "2"
     assert first_wall + 1 < wall <= first_wall + time.time() - started + 1
-    header = (tmp_path / "reports" / "teststudy" / "README.md").read_text().splitlines()[4]
+    header = (tmp_path / "reports" / "teststudy" / "README.md").read_text().splitlines()
     minutes, seconds = divmod(int(wall), 60)
-    assert f"wall time {minutes} min {seconds} s over 2 runs of the driver" in header, header
+    assert f"wall time {minutes} min {seconds} s over 2 runs of the driver" in header[4], header
+    # both drivers ran this checkout: one code version, named once
+    code = study_run.data.tags["code_version"]
+    assert json.loads(study_run.data.tags["code_versions"]) == [code]
+    assert header[5].endswith(f", code `{code}`"), header[5]
 
 
 def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path, tiny_model, tiny_corpus):

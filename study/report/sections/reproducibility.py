@@ -9,6 +9,7 @@ import pandas as pd
 
 from study.names import PHASES
 from study.report.section import Section, Tables
+from study.report.validity import code_text
 from study.tracking.reading import StudyRecord
 
 
@@ -33,7 +34,7 @@ def reproducibility_block(record: StudyRecord) -> str:
         + ".",  # fmt: skip
         f"- Hardware: {tags.get('hardware', 'not recorded')}.",
         f"- Precision of every trial: {_precision_text(tags.get('precision'))}.",
-        f"- Code `{tags.get('code_version', '?')}`, model `{tags.get('model', '?')}` "
+        f"- Code {code_text(record)}, model `{tags.get('model', '?')}` "
         f"(`{tags.get('model_fingerprint', '?')}`), data `{tags.get('data_fingerprint', '?')}`.",
     ]
     return "\n".join(lines)

@@ -41,6 +41,7 @@ CHECKS: dict[str, tuple[str, Callable[[StudyRecord], list[str] | None]]] = {
         validity.dev_reuse_threats,
     ),
     "fixed values": ("no fixed value chosen on another study's seeds", validity.fixed_from_threats),
+    "code": ("every driver of the study ran the same code", validity.code_threats),
 }
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from study.analysis import Analysis
+from study.names import CODE_TAG, CODE_VERSIONS_TAG
 from study.report import validity
 from study.report.sections import parity, reproducibility, threats
 from study.tracking.reading import StudyRecord, budget_columns
@@ -214,3 +215,20 @@ def test_the_reproducibility_block_shows_each_arms_budget_when_one_was_set():
     )
     assert "`A` {'steps': 600}; `B` {'steps': 900}" in reproducibility.reproducibility_block(apart)
     assert "Budget" not in reproducibility.reproducibility_block(make_record(confirm("A", [2])))
+
+
+def test_a_study_resumed_with_other_code_says_so_where_its_code_is_named():
+    rows = fine_rows()
+    one = make_record(rows, search=SEARCH, tags={CODE_TAG: "abc"})  # recorded before the list
+    assert validity.code_text(one) == "`abc`" and validity.code_threats(one) == []
+    tags = {CODE_TAG: "abc", CODE_VERSIONS_TAG: json.dumps(["abc", "def+dirty"])}
+    mixed = make_record(rows, search=SEARCH, tags=tags)
+    assert validity.code_text(mixed) == "`abc`, resumed with `def+dirty`"
+    [threat] = validity.code_threats(mixed)
+    assert "resumed with other code (`abc`, resumed with `def+dirty`)" in threat
+    assert "- **code**: The study was resumed" in threats.SECTION.markdown(
+        mixed, {threats.NAME: threats.threats_table(mixed)}
+    )
+    assert "- Code `abc`, resumed with `def+dirty`, model" in (
+        reproducibility.reproducibility_block(mixed)
+    )

@@ -1,9 +1,11 @@
-"""A resumed study's wall time adds up over its drivers (study/tracking/start.py)."""
+"""A resumed study's wall time adds up over its drivers, and the code each of them ran is
+listed (study/tracking/start.py)."""
 
+import json
 import time
 
-from study.names import DRIVERS_TAG, WALL_TAG
-from study.tracking.start import DriverTime
+from study.names import CODE_TAG, CODE_VERSIONS_TAG, DRIVERS_TAG, WALL_TAG
+from study.tracking.start import DriverTime, driver_code_versions
 
 
 def test_a_first_driver_counts_its_own_time():
@@ -18,3 +20,11 @@ def test_a_resumed_driver_adds_its_time_to_what_was_recorded():
     time.sleep(1.1)
     tags = driver.tags()
     assert tags[DRIVERS_TAG] == "3" and 601 <= float(tags[WALL_TAG]) <= 603
+
+
+def test_each_drivers_code_is_listed_once_in_order():
+    assert driver_code_versions({CODE_TAG: "abc"}, "abc") == ["abc"]  # a new study run
+    assert driver_code_versions({CODE_TAG: "abc"}, "def") == ["abc", "def"]  # recorded before
+    again = {CODE_TAG: "abc", CODE_VERSIONS_TAG: json.dumps(["abc", "def"])}
+    assert driver_code_versions(again, "def") == ["abc", "def"]
+    assert driver_code_versions(again, "abc") == ["abc", "def", "abc"]

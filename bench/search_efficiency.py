@@ -403,8 +403,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, StudyStopped) as err:
         stopped = "interrupted" if isinstance(err, KeyboardInterrupt) else "a study run stopped"
-        print(f"search_efficiency: {stopped}; the same command goes on from the cache (the "
-              "run that was training is not in it)", file=sys.stderr)  # fmt: skip
+        print(f"search_efficiency: {stopped}; run this same bench command to go on from its "
+              "cache. The study run that was training is not in the cache: ignore the study's "
+              "resume command above, whose result the bench would not find",
+              file=sys.stderr)  # fmt: skip
         return 130
     table = summary(reps, args.trainable)
     print_table(args, table, curves, 1.0 if spec.metric.mode == "max" else -1.0)

@@ -7,6 +7,7 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tests.tiny import MODEL_TYPES, sample_batch, tiny_model_folder
@@ -16,7 +17,7 @@ from trainables.model.embedding_gradient import (
     use_row_gradient_embeddings,
 )
 from trainables.model.tagger import build_tagger
-from trainables.training.optimization import clip_gradients
+from trainables.training.optimization import ROW_SPAN, clip_gradients, written_rows
 
 
 def _tables(padding_idx=0):
@@ -131,14 +132,45 @@ def test_the_norm_over_written_rows_is_the_whole_tables(threads):
         torch.set_num_threads(before)
 
 
+@pytest.mark.parametrize("width", [384, 36], ids=["written-rows", "whole-table"])
+def test_a_clipped_table_trains_to_torchs_weights(width):
+    """An embedding table under a linear head, trained under AdamW and clipped on every step:
+    at MiniLM's width `clip_gradients` reads the written rows alone, at a width that is no
+    multiple of `ROW_SPAN` the whole table (its norm over the rows would differ in the last
+    bit); either way the weights are torch's embedding and `clip_grad_norm_`'s, bit for bit."""
+    torch.manual_seed(0)
+    plain = nn.Sequential(nn.Embedding(3000, width, padding_idx=0), nn.Linear(width, 5))
+    ours = copy.deepcopy(plain)
+    use_row_gradient_embeddings(ours)
+    tables = row_gradient_tables(ours)
+    for model in (plain, ours):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+        for step in range(8):
+            generator = torch.Generator().manual_seed(step)
+            ids = torch.randint(1, 3000, (16, 40), generator=generator)
+            ids[:, -5:] = 0  # padding
+            labels = torch.randint(0, 5, (16, 40), generator=generator)
+            F.cross_entropy(model(ids).reshape(-1, 5), labels.reshape(-1)).backward()
+            if model is ours:
+                rows = written_rows(ours[0].weight, tables)
+                assert (rows is not None) == (width % ROW_SPAN == 0)
+                clip_gradients(list(ours.parameters()), 1e-3, tables)
+            else:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3, foreach=True)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    theirs = plain.state_dict()
+    assert all(torch.equal(v, theirs[k]) for k, v in ours.state_dict().items())
+
+
 @pytest.mark.parametrize("max_norm", [0.1, 1e3], ids=["clipped", "within"])
 @pytest.mark.parametrize("bf16", [False, True], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_a_tagger_trains_to_the_same_weights(tmp_path, model_type, bf16, max_norm):
-    """A built tagger (its tables turned, clipped by `clip_gradients` over their written rows)
-    and a copy with torch's embeddings back (clipped by torch), trained under AdamW on padded
-    batches, in fp32 and under bf16 autocast (emulated where the CPU lacks it): the same
-    weights bit for bit."""
+    """A built tagger (its tables turned, clipped by `clip_gradients`; the tiny models' width
+    32 takes the whole table) and a copy with torch's embeddings back (clipped by torch),
+    trained under AdamW on padded batches, in fp32 and under bf16 autocast (emulated where
+    the CPU lacks it): the same weights bit for bit."""
     folder = tiny_model_folder(tmp_path, model_type, layers=2)
     ours, _ = build_tagger(str(folder), 3, generator=torch.Generator().manual_seed(0))
     assert any(type(m) is RowGradientEmbedding for m in ours.modules())

@@ -13,9 +13,9 @@ padding row gets none, and every row the batch did not use is exactly zero. Adam
 a dense gradient, so its update of every row (momentum, weight decay) is unchanged.
 
 Gradient clipping reads and scales only the rows a step wrote (`gradient_rows`, used by
-trainables/training/optimization.py): the norm of the whole table and its multiply by the
-clipping factor were two more passes over the 47 MB (3.6 ms of norm on one AVX2 thread,
-against 0.11 ms over the used rows).
+trainables/training/optimization.py where a row's width lets that be bit for bit): the norm
+of the whole table and its multiply by the clipping factor were two more passes over the
+47 MB (3.6 ms of norm on one AVX2 thread, against 0.11 ms over the used rows).
 
 What it relies on: nothing keeps a reference to a gradient across `zero_grad(set_to_none=True)`
 (the buffer is reused on the next backward), and the only in-place changes to a gradient are

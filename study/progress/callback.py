@@ -25,9 +25,10 @@ class ProgressCallback(Callback):
     took three quarters of the driver's time (bench/scale.py, docs/scale.md).
 
     A trial counts as finished when Tune says it ended (completed, stopped by the scheduler
-    or failed), or when it was already finished the first time this callback saw it (a
-    restored experiment's). Trials that Ctrl-C stops are marked TERMINATED by Tune's clean-up
-    too, without that event; they run again on `--resume`, so the line does not count them."""
+    or failed), or when it was already finished at this callback's first update (a restored
+    experiment's). Trials that Ctrl-C stops are marked TERMINATED by Tune's clean-up too,
+    without that event; they run again on `--resume`, so the line does not count them, even
+    one the throttled updates had not yet seen."""
 
     def __init__(self, progress: StudyProgress | None, every_s: float = UPDATE_EVERY_S):
         self.progress = progress
@@ -35,7 +36,7 @@ class ProgressCallback(Callback):
         self._updated_at: float | None = None
         self._finished: dict[str, TrialView | None] = {}  # trial id -> its final view
         self._ended: set[str] = set()  # trials Tune reported complete or failed
-        self._seen_unfinished: set[str] = set()
+        self._restored: set[str] | None = None  # finished at the first update
 
     def __getstate__(self) -> dict:
         return {
@@ -44,7 +45,7 @@ class ProgressCallback(Callback):
             "_updated_at": None,
             "_finished": {},
             "_ended": set(),
-            "_seen_unfinished": set(),
+            "_restored": None,
         }
 
     def on_step_end(self, iteration, trials, **info) -> None:
@@ -68,6 +69,8 @@ class ProgressCallback(Callback):
         if not now and self._updated_at is not None and moment - self._updated_at < self.every_s:
             return
         self._updated_at = moment
+        if self._restored is None:
+            self._restored = {t.trial_id for t in trials if status_of(t) in FINISHED_STATES}
         self.progress.update([view for view in map(self._kept_view, trials) if view])
 
     def _kept_view(self, trial) -> TrialView | None:
@@ -98,8 +101,7 @@ class ProgressCallback(Callback):
 
     def _state(self, trial) -> str:
         status = status_of(trial)
-        ended = trial.trial_id in self._ended or trial.trial_id not in self._seen_unfinished
+        ended = trial.trial_id in self._ended or trial.trial_id in (self._restored or ())
         if status in FINISHED_STATES and ended:
             return "finished"
-        self._seen_unfinished.add(trial.trial_id)
         return "running" if status == RUNNING else "waiting"

@@ -150,6 +150,8 @@ def test_trials_stopped_by_ctrl_c_are_not_counted_as_finished(clock):
     callback.on_trial_complete(1, trials, done)
     callback.on_trial_error(2, trials, failed)
     cut.status = Trial.TERMINATED  # what Tune's clean-up does, with no event
+    unseen = FakeTrial("unseen", Trial.TERMINATED)  # started, then cut, between two updates
+    trials.append(unseen)
     callback.on_experiment_end(trials)
     line.experiment_ended()
     assert line.line().startswith("explore 3/8 | confirm 0/4"), line.line()

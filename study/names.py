@@ -44,7 +44,8 @@ DRIVERS_TAG = "drivers"  # on the study run: the drivers whose time wall_s count
 # that was killed recorded none: it is in neither)
 CODE_TAG = "code_version"  # on the study run: the code its first driver ran
 CODE_VERSIONS_TAG = "code_versions"  # on the study run: each driver's code, a JSON list in
-# order, repeats folded (a resume with other code appends it, a killed driver's included)
+# order, a driver with the same code as the one before it folded into it (a resume with
+# other code appends it, a killed driver's included)
 
 
 def default_tracking_uri(base: Path | str = ".") -> str:

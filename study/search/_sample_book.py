@@ -12,7 +12,7 @@ sample's seed mean goes before its arm's ASHA, and what that means for each seed
   so no seed can finish while the rest of its sample is still to be judged (seeds would
   otherwise split: one completed, the others pruned a moment later). A sibling that ended
   before the rung (a `budget: {until_plateau}` trial that stopped improving) will never get
-  there and is not waited for: the seeds still training go on, and the sample is judged no
+  there and is not waited for (siblings still training are), and the sample is judged no
   further. (Waiting for it left the seed paused for good and the study hung when nothing
   else was left to run.)
 

@@ -26,6 +26,7 @@ from mlflow.tracking import MlflowClient
 from study.analysis import Analysis
 from study.names import (
     ANALYSIS_TAG,
+    CODE_VERSIONS_TAG,
     CONFIRM,
     REUSED_TAG,
     RUN_KIND,
@@ -138,6 +139,17 @@ def _parse(value: str | None) -> Any:
         return json.loads(value)
     except (json.JSONDecodeError, TypeError):
         return value
+
+
+def listed_code_versions(tags: dict[str, str]) -> list[str]:
+    """The study run's `code_versions` tag as a list; [] when absent or not a list of texts
+    (a tag edited by hand is not worth a traceback at resume or in the report)."""
+    try:
+        versions = json.loads(tags.get(CODE_VERSIONS_TAG) or "[]")
+    except ValueError:
+        return []
+    ok = isinstance(versions, list) and all(isinstance(v, str) for v in versions)
+    return versions if ok else []
 
 
 def find_study_run(client: MlflowClient, study: str, run_id: str | None) -> tuple[str, Any]:

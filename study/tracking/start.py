@@ -42,6 +42,7 @@ from study.plan import StudyPlan
 from study.precision import PRECISION_KEY, resolved_precision
 from study.spec import StudySpec
 from study.tracking.probe import probe_database, probe_server_store, shown_uri
+from study.tracking.reading import listed_code_versions
 from study.tracking.store import StudyTracker
 from trainables.settings import SYNTHETIC, TAGGER, UserInputError, first_line
 
@@ -120,8 +121,7 @@ def driver_code_versions(recorded: dict[str, str], current: str) -> list[str]:
     """The code each driver of the study ran, in order, repeats folded, this one's last: a
     study resumed with other code says so (its `code_version` tag stays the first driver's).
     A study run recorded before the list existed starts from its `code_version`."""
-    text = recorded.get(CODE_VERSIONS_TAG)
-    versions = json.loads(text) if text else [recorded.get(CODE_TAG, current)]
+    versions = listed_code_versions(recorded) or [recorded.get(CODE_TAG, current)]
     return versions if versions[-1] == current else [*versions, current]
 
 

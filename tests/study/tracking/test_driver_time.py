@@ -28,3 +28,11 @@ def test_each_drivers_code_is_listed_once_in_order():
     again = {CODE_TAG: "abc", CODE_VERSIONS_TAG: json.dumps(["abc", "def"])}
     assert driver_code_versions(again, "def") == ["abc", "def"]
     assert driver_code_versions(again, "abc") == ["abc", "def", "abc"]
+
+
+def test_a_hand_edited_list_is_started_again_from_the_first_drivers_code():
+    for odd in ("not json", "[]", '"abc"', "[1, 2]"):
+        assert driver_code_versions({CODE_TAG: "abc", CODE_VERSIONS_TAG: odd}, "def") == [
+            "abc",
+            "def",
+        ], odd

@@ -50,7 +50,7 @@ class Analysis:
     looks: tuple[int, ...] = ()
     seed_order: tuple[int, ...] = ()
     data_seeds: int = 1
-    plateau: float = PLATEAU  # convergence: the study metric's gain over the last third
+    plateau: float = PLATEAU  # convergence: the last third's best over the best before it
     ni_alpha: float | None = None  # one-sided non-inferiority level; None: alpha / 2
     margins: tuple[tuple[str, float], ...] = ()  # other metrics' own margins, in their units
 
@@ -67,10 +67,11 @@ class Analysis:
             return own[metric]
         return self.margin if same_units(metric, self.primary) else None
 
-    def converged(self, final_gain: float) -> bool:
-        """A trial had stopped improving: its study metric gained less than `plateau` over
-        its last third of evaluations (`final_gain`, in the metric's better direction)."""
-        return final_gain < self.plateau
+    def converged(self, final_gain: float, plateau_stopped: bool = False) -> bool:
+        """A trial had stopped improving: `until_plateau`'s patience ended it (the rule the
+        study declared for that), or the best of its last third of evaluations beat the best
+        before by less than `plateau` (`final_gain`, in the metric's better direction)."""
+        return plateau_stopped or final_gain < self.plateau
 
     @property
     def sequential(self) -> bool:

@@ -31,7 +31,7 @@ from study.tracking.store import (
     result_batches,
     trial_status,
 )
-from trainables.settings import first_line
+from trainables.settings import PLATEAU_STOPPED, first_line
 
 log = logging.getLogger(__name__)
 
@@ -238,12 +238,13 @@ class MlflowTrackingCallback(Callback):
 
 
 def converged(callback: MlflowTrackingCallback, result: dict[str, Any]) -> bool:
-    """Whether a completed trial had stopped improving: the study's declared plateau rule on
-    the trial's `final_gain` (a trial without one, from before it was reported, or with too
-    few evaluations to tell, counts as not converged). A callback pickled before the analysis
-    was kept on it uses the default rule."""
+    """Whether a completed trial had stopped improving: `until_plateau` ended it, or the
+    study's declared plateau rule on the trial's `final_gain` (a trial without one, from
+    before it was reported, or with too few evaluations to tell, counts as not converged).
+    A callback pickled before the analysis was kept on it uses the default rule."""
     analysis = getattr(callback, "analysis", None) or Analysis()
-    return analysis.converged(float(result.get(FINAL_GAIN, float("nan"))))
+    stopped = bool(result.get(PLATEAU_STOPPED))
+    return analysis.converged(float(result.get(FINAL_GAIN, float("nan"))), stopped)
 
 
 class _ResultWrite:

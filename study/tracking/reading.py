@@ -33,7 +33,13 @@ from study.names import (
     STUDY_KIND,
     STUDY_RUN_ID,
 )
-from trainables.settings import INTERMEDIATE, INTERMEDIATE_STEPS, UserInputError, stage_name
+from trainables.settings import (
+    INTERMEDIATE,
+    INTERMEDIATE_STEPS,
+    PLATEAU_STOPPED,
+    UserInputError,
+    stage_name,
+)
 
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 _URI_ENV = "MLFLOW_TRACKING_URI"  # what mlflow.set_tracking_uri also writes into os.environ
@@ -42,7 +48,7 @@ BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
 # whether it had stopped improving (a tag): columns of every trials.csv, empty where a study
 # was recorded before trials reported them.
 CONVERGED = "converged"
-BUDGET_METRICS = ("final_gain", "steps_run", "tokens_seen")
+BUDGET_METRICS = ("final_gain", PLATEAU_STOPPED, "steps_run", "tokens_seen")
 
 
 @dataclass
@@ -276,17 +282,19 @@ def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def budget_columns(trials: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
-    """`converged`, `final_gain`, `steps_run` and `tokens_seen` on every row, NaN where a
-    trial did not record them; a trial with a `final_gain` but no `converged` tag (the tag is
-    the driver's, the metric the trial's) is judged by the declared plateau, as the driver
-    would have."""
+    """`converged`, `final_gain`, `plateau_stopped`, `steps_run` and `tokens_seen` on every
+    row, NaN where a trial did not record them; a trial with a `final_gain` but no `converged`
+    tag (the tag is the driver's, the metrics the trial's) is judged by the declared rule, as
+    the driver would have."""
     out = trials.copy()
     for name in BUDGET_METRICS:
         out[name] = pd.to_numeric(out[name]) if name in out else math.nan
     tagged = out[CONVERGED] if CONVERGED in out else pd.Series(None, index=out.index)
-    judged = out.final_gain.map(
-        lambda gain: None if math.isnan(gain) else str(analysis.converged(gain)).lower()
-    )
+    judged = [
+        None if math.isnan(gain) else str(analysis.converged(gain, stopped == 1)).lower()
+        for gain, stopped in zip(out.final_gain, out[PLATEAU_STOPPED], strict=True)
+    ]
+    judged = pd.Series(judged, index=out.index, dtype=object)
     out[CONVERGED] = tagged.where(tagged.isin(["true", "false"]), judged)
     return out
 

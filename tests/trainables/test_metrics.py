@@ -85,15 +85,17 @@ def test_steps_to_95_percent_of_final():
 @pytest.mark.parametrize(
     ("history", "mode", "gain"),
     [
-        ([0.1, 0.2], "max", 0.1),  # two evaluations: the window is both
-        ([0.1, 0.3, 0.35], "max", 0.05),  # a third of 3 is 1: at least the last 2
-        ([0.0, 0.1, 0.2, 0.4, 0.5, 0.5], "max", 0.0),  # the last 2 of 6
+        ([0.1, 0.2], "max", 0.1),  # two evaluations: the last against the first
+        ([0.1, 0.3, 0.35], "max", 0.25),  # a third of 3 is 1: at least the last 2
+        ([0.0, 0.1, 0.2, 0.4, 0.5, 0.5], "max", 0.1),  # the last 2 of 6 hold a new best
         ([0.0, 0.1, 0.2, 0.3, 0.5, 0.6, 0.6, 0.7, 0.9], "max", 0.3),  # the last 3 of 9
-        ([1.0, 0.8, 0.5, 0.45], "min", 0.05),  # a loss still falling: positive
-        ([0.2, 0.4, 0.3], "max", -0.1),  # a run past its peak: negative, converged
+        ([1.0, 0.8, 0.5, 0.45], "min", 0.35),  # a loss still falling: positive
+        ([0.2, 0.5, 0.4, 0.3], "max", -0.1),  # a run past its peak: negative, converged
+        # a dip and its recovery, no new best: converged (last - first of the window: 0.06)
+        ([0.1, 0.4, 0.5, 0.5, 0.44, 0.5], "max", 0.0),
     ],
 )
-def test_final_gain_is_the_gain_over_the_last_third(history, mode, gain):
+def test_final_gain_is_the_best_of_the_last_third_against_the_best_before(history, mode, gain):
     assert final_gain(history, mode) == pytest.approx(gain)
 
 

@@ -30,6 +30,7 @@ from trainables.measures.fingerprints import LayerFingerprint
 from trainables.measures.fingerprints.compare import compare_pairs
 from trainables.settings.budget import (
     BUDGET,
+    PLATEAU_STOPPED,
     Budget,
     BudgetError,
     PlateauWatch,
@@ -88,6 +89,7 @@ TRIAL_CONFIG = "trial"
 
 __all__ = [
     "BUDGET",
+    "PLATEAU_STOPPED",
     "FIXED_ONLY",
     "LAYER_FIELDS",
     "MODEL_FOLDER",

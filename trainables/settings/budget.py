@@ -31,6 +31,9 @@ from typing import Any
 from trainables.errors import ConfigError, joined
 
 BUDGET = "budget"  # the trial setting, study factor and stage key
+# a final result's metric: 1 when `until_plateau`'s patience ended the trial before its last
+# step, so that by the rule the study declared it had stopped improving
+PLATEAU_STOPPED = "plateau_stopped"
 # The keys of a budget and of `until_plateau`, with what each takes and is for
 # (docs/study-keys.md).
 KINDS = {

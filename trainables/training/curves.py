@@ -33,17 +33,20 @@ def steps_to_fraction_of_final(
 
 def final_gain(history: Sequence[float], mode: str = "max") -> float:
     """How much the study metric still gained at the end of a run, for the convergence check
-    (`study.analysis.Analysis.converged`): the value at the last evaluation minus the value
-    at the first evaluation of the last third (at least the last 2 evaluations), negated for
-    a metric to minimise, so positive means still improving either way. NaN with fewer than
-    2 evaluations: one point cannot tell whether a run stopped improving.
+    (`study.analysis.Analysis.converged`): the best value over the run's last third of
+    evaluations (at least the last 2, at most all but the first) minus the best before it,
+    negated for a metric to minimise, so positive means a new best came late either way.
+    NaN with fewer than 2 evaluations: one point cannot tell whether a run stopped improving.
 
-    The window is the run's last third, not its last step, so that the noise of one
-    evaluation does not decide it; the curve is the one actually trained (an
-    `until_plateau` run's evaluations after its best included), not the kept weights'."""
+    Best against best, not last against first of the window: dev metrics are noisy, and a
+    dip at the window's start followed by a recovery (no new best) read as still improving
+    (ner_depth's report at c54d9df flagged runs `until_plateau` had stopped, with gains of
+    0.02-0.06). The curve is the one actually trained (an `until_plateau` run's evaluations
+    after its best included), not the kept weights'."""
     n = len(history)
     if n < 2:
         return float("nan")
-    start = n - max(2, math.ceil(n / 3))
-    gain = float(history[-1] - history[start])
+    start = max(1, n - max(2, math.ceil(n / 3)))
+    best = max if mode == "max" else min
+    gain = float(best(history[start:]) - best(history[:start]))
     return gain if mode == "max" else -gain

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from trainables.errors import TrainingDiverged
-from trainables.settings.budget import PlateauWatch, check_patience
+from trainables.settings.budget import PLATEAU_STOPPED, PlateauWatch, check_patience
 from trainables.settings.config import SURFACE_DRAWS, TrialConfig
 from trainables.settings.surface import Surface, surface_of
 from trainables.training.curves import final_gain, learning_curve_area, steps_to_fraction_of_final
@@ -147,6 +147,7 @@ class SyntheticTrial:
             "steps_run": float(self.step),
             "tokens_seen": float(self.step * surface.tokens_per_step),
             "final_gain": final_gain(self.metric_history, self.cfg.metric_mode),
+            PLATEAU_STOPPED: float(self.stopped),
         }
         if self.watch is not None:
             out.update(self.best_metrics)

@@ -38,7 +38,7 @@ from trainables.model.device import autocast, resolve_device, trial_precision
 from trainables.model.embedding_gradient import row_gradient_tables
 from trainables.model.memory import keep_freed_memory
 from trainables.model.tagger import Tagger, build_tagger, load_encoder
-from trainables.settings.budget import PlateauWatch, check_patience
+from trainables.settings.budget import PLATEAU_STOPPED, PlateauWatch, check_patience
 from trainables.settings.config import TrialConfig
 from trainables.training import checkpoint
 from trainables.training.curves import final_gain
@@ -338,12 +338,14 @@ class Trial:
 
     def budget_metrics(self) -> dict[str, float]:
         """What the trial spent and whether it had stopped learning: `steps_run` (optimizer
-        steps), `tokens_seen` (non-padding training tokens) and `final_gain` of the study
-        metric over its curve as trained (trainables/training/curves.py)."""
+        steps), `tokens_seen` (non-padding training tokens), `final_gain` of the study
+        metric over its curve as trained (trainables/training/curves.py) and
+        `plateau_stopped`, 1 when `until_plateau`'s patience ended it before its last step."""
         return {
             "steps_run": float(self.step),
             "tokens_seen": float(self.tokens_seen),
             "final_gain": final_gain(self.metric_history, self.cfg.metric_mode),
+            PLATEAU_STOPPED: float(self.stopped),
         }
 
     def layer_dynamics(self) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """Had each arm finished learning: per arm, how many completed confirm trials had stopped
-improving by the end (the study metric's gain over its last third of evaluations below the
-declared plateau), and the largest such gain. A verdict between arms that had not is
+improving by the end (`until_plateau` stopped them, or the best of their last third of
+evaluations beat the best before by less than the declared plateau), and the largest such
+gain. A verdict between arms that had not is
 qualified as budget-sensitive where it is printed."""
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ def _markdown(record: StudyRecord, tables: Tables) -> str:
         for r in table.to_dict("records")
     ]
     return (
-        f"Convergence (confirm phase): a trial converged when its `{metric}` gained less than "
-        f"the declared plateau {record.analysis.plateau:g} over its last third of evaluations "
-        "(`final_gain`, in the metric's better direction).\n\n"
+        f"Convergence (confirm phase): a trial converged when `until_plateau` stopped it, or "
+        f"when the best `{metric}` of its last third of evaluations beat the best before by "
+        f"less than the declared plateau {record.analysis.plateau:g} (`final_gain`, in the "
+        "metric's better direction).\n\n"
         + markdown_table(["arm", "confirm seeds converged", "largest final_gain"], rows)
     )
 

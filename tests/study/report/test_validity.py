@@ -46,6 +46,13 @@ def test_a_final_gain_without_its_tag_is_judged_by_the_plateau_and_the_tag_wins(
     assert out.steps_run.isna().all() and out.tokens_seen.isna().all()
 
 
+def test_a_trial_until_plateau_stopped_is_converged_whatever_its_gain():
+    """The study's declared patience rule ended it: it had stopped improving by that rule."""
+    t = pd.DataFrame({"final_gain": [0.2, 0.2, 0.001], "plateau_stopped": [1.0, 0.0, 0.0]})
+    out = budget_columns(t, Analysis(plateau=0.005))
+    assert out.converged.tolist() == ["true", "false", "true"]
+
+
 def test_an_arm_still_improving_makes_the_verdict_budget_sensitive_with_its_numbers():
     rows = confirm("A", [2, 3], final_gain=0.001) + confirm("B", [2], final_gain=0.08)
     rows += confirm("B", [3], final_gain=0.002)

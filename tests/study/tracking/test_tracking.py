@@ -197,3 +197,6 @@ def test_a_callback_pickled_without_an_analysis_uses_the_default_plateau():
     callback = MlflowTrackingCallback("sqlite:///x.db", "s", "run-1", {"arm": "a1"})
     del callback.analysis  # as one saved with a Tuner before the analysis was kept on it
     assert converged(callback, {"final_gain": 0.004}) and not converged(callback, {})
+    # until_plateau's patience ended it: converged by the study's own rule, whatever the gain
+    assert converged(callback, {"final_gain": 0.2, "plateau_stopped": 1.0})
+    assert not converged(callback, {"final_gain": 0.2, "plateau_stopped": 0.0})

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from study import stats
 from study.names import DRIVERS_TAG, TRAINABLE_TAG, WALL_TAG
+from study.report.provenance import code_text
 from study.report.text import markdown_table, num, p_value, stage_sequence
-from study.report.validity import budget_note, code_text
+from study.report.validity import budget_note
 from trainables.settings import SYNTHETIC
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from study import stats
-from study.names import CODE_TAG, EXPLORE, FIXED_FROM_TAG
-from study.tracking.reading import CONVERGED, StudyRecord, budget_columns, listed_code_versions
+from study.names import EXPLORE, FIXED_FROM_TAG
+from study.tracking.reading import CONVERGED, StudyRecord, budget_columns
 
 EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
 COMPUTE_TOLERANCE = 0.1  # arms whose mean steps or tokens differ by more are unequal
@@ -398,27 +398,3 @@ def fixed_from_threats(record: StudyRecord) -> list[str]:
             )
         out.append(text)
     return out
-
-
-def code_versions(record: StudyRecord) -> list[str]:
-    """The code each driver of the study ran, in order (one entry unless a resume ran other
-    code; a study run recorded before the list existed has its first driver's only)."""
-    return listed_code_versions(record.tags) or [record.tags.get(CODE_TAG, "?")]
-
-
-def code_text(record: StudyRecord) -> str:
-    """The code as the report's header names it: `abc`, or `abc`, resumed with `def`."""
-    first, *later = code_versions(record)
-    return f"`{first}`" + "".join(f", resumed with `{v}`" for v in later)
-
-
-def code_threats(record: StudyRecord) -> list[str]:
-    """A study resumed with other code: trials trained by different drivers may differ."""
-    versions = code_versions(record)
-    if len(versions) < 2:
-        return []
-    return [
-        f"The study was resumed with other code ({code_text(record)}): unless the changes "
-        "left training alone, trials trained by different drivers are not comparable, and "
-        "the code named first did not produce every number here."
-    ]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pandas as pd
 
 from study.names import PHASES
+from study.report.provenance import code_text
 from study.report.section import Section, Tables
-from study.report.validity import code_text
 from study.tracking.reading import StudyRecord
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from study.report import validity
+from study.report import provenance, validity
 from study.report.section import Section, Tables
 from study.tracking.reading import StudyRecord
 
@@ -41,7 +41,7 @@ CHECKS: dict[str, tuple[str, Callable[[StudyRecord], list[str] | None]]] = {
         validity.dev_reuse_threats,
     ),
     "fixed values": ("no fixed value chosen on another study's seeds", validity.fixed_from_threats),
-    "code": ("every driver of the study ran the same code", validity.code_threats),
+    "code": ("every driver of the study ran the same code", provenance.code_threats),
 }
 
 

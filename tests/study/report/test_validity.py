@@ -13,7 +13,7 @@ import pytest
 
 from study.analysis import Analysis
 from study.names import CODE_TAG, CODE_VERSIONS_TAG
-from study.report import validity
+from study.report import provenance, validity
 from study.report.sections import parity, reproducibility, threats
 from study.tracking.reading import StudyRecord, budget_columns
 
@@ -227,11 +227,11 @@ def test_the_reproducibility_block_shows_each_arms_budget_when_one_was_set():
 def test_a_study_resumed_with_other_code_says_so_where_its_code_is_named():
     rows = fine_rows()
     one = make_record(rows, search=SEARCH, tags={CODE_TAG: "abc"})  # recorded before the list
-    assert validity.code_text(one) == "`abc`" and validity.code_threats(one) == []
+    assert provenance.code_text(one) == "`abc`" and provenance.code_threats(one) == []
     tags = {CODE_TAG: "abc", CODE_VERSIONS_TAG: json.dumps(["abc", "def+dirty"])}
     mixed = make_record(rows, search=SEARCH, tags=tags)
-    assert validity.code_text(mixed) == "`abc`, resumed with `def+dirty`"
-    [threat] = validity.code_threats(mixed)
+    assert provenance.code_text(mixed) == "`abc`, resumed with `def+dirty`"
+    [threat] = provenance.code_threats(mixed)
     assert "resumed with other code (`abc`, resumed with `def+dirty`)" in threat
     assert "- **code**: The study was resumed" in threats.SECTION.markdown(
         mixed, {threats.NAME: threats.threats_table(mixed)}

@@ -101,3 +101,4 @@ def test_final_gain_is_the_best_of_the_last_third_against_the_best_before(histor
 
 def test_final_gain_of_one_evaluation_is_unknown():
     assert math.isnan(final_gain([0.5]))
+    assert math.isnan(final_gain([0.5, math.nan, 0.4])) and math.isnan(final_gain([math.nan, 1]))

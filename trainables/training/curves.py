@@ -36,15 +36,15 @@ def final_gain(history: Sequence[float], mode: str = "max") -> float:
     (`study.analysis.Analysis.converged`): the best value over the run's last third of
     evaluations (at least the last 2, at most all but the first) minus the best before it,
     negated for a metric to minimise, so positive means a new best came late either way.
-    NaN with fewer than 2 evaluations: one point cannot tell whether a run stopped improving.
+    NaN with fewer than 2 evaluations (one point cannot tell whether a run stopped
+    improving) or with an evaluation that measured nothing (NaN).
 
     Best against best, not last against first of the window: dev metrics are noisy, and a
-    dip at the window's start followed by a recovery (no new best) read as still improving
-    (ner_depth's report at c54d9df flagged runs `until_plateau` had stopped, with gains of
-    0.02-0.06). The curve is the one actually trained (an `until_plateau` run's evaluations
-    after its best included), not the kept weights'."""
+    dip at the window's start followed by a recovery (no new best) read as still improving,
+    even in runs that `until_plateau` had stopped. The curve is the one actually trained (an
+    `until_plateau` run's evaluations after its best included), not the kept weights'."""
     n = len(history)
-    if n < 2:
+    if n < 2 or any(math.isnan(value) for value in history):
         return float("nan")
     start = max(1, n - max(2, math.ceil(n / 3)))
     best = max if mode == "max" else min

@@ -243,7 +243,7 @@ def converged(callback: MlflowTrackingCallback, result: dict[str, Any]) -> bool:
     before it was reported, or with too few evaluations to tell, counts as not converged).
     A callback pickled before the analysis was kept on it uses the default rule."""
     analysis = getattr(callback, "analysis", None) or Analysis()
-    stopped = bool(result.get(PLATEAU_STOPPED))
+    stopped = result.get(PLATEAU_STOPPED) == 1
     return analysis.converged(float(result.get(FINAL_GAIN, float("nan"))), stopped)
 
 

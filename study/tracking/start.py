@@ -119,9 +119,9 @@ def open_study_runs(
 
 def driver_code_versions(recorded: dict[str, str], current: str) -> list[str]:
     """The code each driver of the study ran, in order (a driver with the code of the one
-    before folded into it), this one's last: a
-    study resumed with other code says so (its `code_version` tag stays the first driver's).
-    A study run recorded before the list existed starts from its `code_version`."""
+    before folded into it), this one's last: a study resumed with other code says so (its
+    `code_version` tag stays the first driver's). A study run recorded before the list
+    existed starts from its `code_version`."""
     versions = listed_code_versions(recorded) or [recorded.get(CODE_TAG, current)]
     return versions if versions[-1] == current else [*versions, current]
 

@@ -1,0 +1,77 @@
+"""The outputs of bench/search_efficiency.py: the bench's own lines, the table of contenders
+(mean and spread of regret and cost share over repetitions), its plot of regret against cost,
+and the CSV files. Everything a synthetic run prints or writes says it is no finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import search_reference as grid
+
+NOT_A_FINDING = "SYNTHETIC: a response surface tests the machinery; these numbers are no finding"
+
+
+def say(args, text: str) -> None:
+    """A line of the bench's own, marked synthetic in that mode."""
+    print(f"search_efficiency{' [SYNTHETIC]' if args.trainable == 'synthetic' else ''}: {text}",
+          flush=True)  # fmt: skip
+
+
+def summary(reps: pd.DataFrame, trainable: str) -> pd.DataFrame:
+    stats = reps.groupby("contender", sort=False)[["regret_dev", "regret_test", "cost_share"]]
+    table = stats.agg(["mean", "std"])
+    table.columns = [f"{a}_{b}" for a, b in table.columns]
+    table.insert(0, "repetitions", reps.groupby("contender", sort=False).size())
+    table["trainable"] = "synthetic (not a finding)" if trainable == "synthetic" else trainable
+    return table.reset_index()
+
+
+def print_table(args, table: pd.DataFrame, curves: pd.DataFrame, sign: float) -> None:
+    for arm, curve in curves.groupby("arm"):
+        lr, value = grid.best(curve, "dev", sign)
+        say(args, f"grid {arm}: best lr {lr:.3g} (mean dev {value:.4f}), "
+            f"{curve.trial_epochs.sum():.0f} trial-epochs")  # fmt: skip
+    print(f"{'contender':<13}{'reps':>5}{'regret dev':>19}{'regret test':>19}{'cost share':>17}")
+    for row in table.itertuples():
+        print(f"{row.contender:<13}{row.repetitions:>5}"
+              f"{row.regret_dev_mean:>10.4f} ± {row.regret_dev_std:.4f}"
+              f"{row.regret_test_mean:>10.4f} ± {row.regret_test_std:.4f}"
+              f"{row.cost_share_mean:>9.3f} ± {row.cost_share_std:.3f}")  # fmt: skip
+    if args.trainable == "synthetic":
+        print(NOT_A_FINDING)
+
+
+def plot(args, table: pd.DataFrame, reps: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for index, row in enumerate(table.itertuples()):
+        mine, color = reps[reps.contender == row.contender], f"C{index}"
+        ax.scatter(mine.cost_share, mine.regret_dev, s=10, alpha=0.35, color=color)
+        ax.errorbar(row.cost_share_mean, row.regret_dev_mean, xerr=row.cost_share_std,
+                    yerr=row.regret_dev_std, fmt="o", capsize=3, color=color,
+                    label=row.contender)  # fmt: skip
+    ax.set_xlabel("cost: trial-epochs / dense grid's")
+    ax.set_ylabel("regret: dense grid's best mean dev - at the chosen lr")
+    title = f"{args.study} ({args.profile}): search against a dense lr grid"
+    ax.set_title(title if args.trainable != "synthetic" else f"{title}\n{NOT_A_FINDING}",
+                 fontsize=8)  # fmt: skip
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_outputs(args, table, reps, curves) -> None:
+    prefix = "synthetic-" if args.trainable == "synthetic" else ""
+    names = ("search_efficiency.csv", "repetitions.csv", "grid.csv", "search_efficiency.png")
+    files = {name: args.out / f"{prefix}{name}" for name in names}
+    table.to_csv(files["search_efficiency.csv"], index=False)
+    reps.to_csv(files["repetitions.csv"], index=False)
+    curves.to_csv(files["grid.csv"], index=False)
+    plot(args, table, reps, files["search_efficiency.png"])
+    say(args, "wrote " + ", ".join(str(p) for p in files.values()))

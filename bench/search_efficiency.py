@@ -20,17 +20,24 @@ fraction of a grid's cost; this measures it, for every arm of the study (`--stud
   (`study`: its sampler, TPE here, with ASHA), TPE without ASHA, random search with and
   without ASHA, and a coarse grid (`samples` log-spaced lrs over the study's range, all on
   the explore seeds, never pruned). TPE's first max(2, samples // 2) draws are its random
-  start-up, from the same seed as the random sampler's (the same lrs): at ner_depth's 3
-  samples, TPE and random search differ in the third sample only. The chosen lr per arm is
-  the study's own rule (`study.search.confirm.best_per_arm`: the best seed mean among samples
-  whose seeds all completed).
-- Regret, per repetition, averaged over arms: the grid's best mean dev metric minus its mean
-  dev metric at the chosen lr (linear in log lr between grid points), and the same for test
-  F1 (the analysis' primary metric) on the grid's seeds, so the seeds that chose an lr never
-  score it. Cost: the trial-epochs a repetition trained (each trial's last `epoch`, pruned
-  ones included), and their share of the grid's. Table: mean and standard deviation over
-  repetitions; printed, and written with the grid and every repetition as CSV files and a
-  plot of regret against cost share into `--out`.
+  start-up, from the same seed as the random sampler's (the same lrs), and it draws at
+  random too whenever it is asked before that many samples have ended on all their seeds:
+  with ner_depth's 3 samples and two trials at once, Tune asks for an arm's third sample
+  while its second is still training, so TPE may try exactly random search's lrs. Such a
+  repetition is marked (`same_draws_as`), not skipped: whether the study's own explore ever
+  uses TPE's model is part of the finding. The chosen lr per arm is the study's own rule
+  (`study.search.confirm.best_per_arm`: the best seed mean among samples whose seeds all
+  completed).
+- Regret, per repetition and arm, then averaged over arms: on dev, the grid's best mean dev
+  metric minus its mean at the chosen lr (linear in log lr between grid points); on test F1
+  (the analysis' primary metric), the grid's mean at its dev-best lr (the answer) minus its
+  mean at the chosen lr, on the grid's seeds, so the seeds that chose an lr never score it
+  and test never selects (below 0: the chosen lr happened to test better than the answer).
+  A grid point counts only once every grid seed completed on it; a failed one is trained
+  again on the next run. Cost: the trial-epochs a repetition trained (each trial's last
+  `epoch`, pruned ones included), and their share of the grid's. Table: mean and standard
+  deviation over repetitions; printed, and written with the grid and every repetition (per
+  arm too) as CSV files and a plot of regret against cost share into `--out`.
 
 The cache: the grid, and each contender repetition, are paid for once. Their study runs live
 in the MLflow store `--cache` (default sqlite under bench/.cache/search_efficiency/, not
@@ -52,7 +59,9 @@ with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 3.6 hours in
 2-core machine, 7.6 in fp32. The contenders add 5 x 5 repetitions of 12 trials each (3 samples
 x 2 seeds x 2 arms), in the synthetic run 0.13-0.21 of the grid's trial-epochs per
 repetition: about 4 grids more, so the first full run is more than a day of fp32 here and
-the runs after it read the cache in minutes.
+the runs after it read the cache in minutes. Every confirm-phase trial keeps its trained
+tagger in the store's artifacts, as the study does (study.export reads them): the grid's 72
+and the coarse grids' 60 are about 11 GB of MiniLM taggers beside the cache.
 It has not been run here: a 2-core machine without native bf16 trains fp32 for hours. The
 synthetic mode (`--trainable synthetic`: the response surface of trainables/settings/surface.py,
 no model; by default 10 grid lrs and 2 repetitions) runs everything in about 4 minutes to test
@@ -80,6 +89,7 @@ from study.plan import make_plan, max_epochs
 from study.precision import resolved_precision
 from study.search.confirm import best_per_arm
 from study.spec import LogUniform, load_study
+from study.stats import direction
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / ".cache" / "search_efficiency"
@@ -174,33 +184,50 @@ def searched_range(spec) -> tuple[float, float]:
     return float(dist.low), float(dist.high)
 
 
+def at_once(args, spec) -> int:
+    """How many trials run at once: Ray's CPUs over a trial's."""
+    return max(1, int((args.num_cpus or os.cpu_count() or 1) // spec.resources.get("cpu", 1)))
+
+
 def _duration(args, spec, epochs: float) -> str:
     """`epochs` trial-epochs as wall time, at the stated (or --epoch-s) seconds per epoch."""
     precision = "synthetic" if spec.synthetic else resolved_precision(spec)
     per_epoch = args.epoch_s or EPOCH_S[precision]
-    at_once = max(1, int((args.num_cpus or os.cpu_count() or 1) // spec.resources.get("cpu", 1)))
-    seconds = epochs * per_epoch / at_once
+    seconds = epochs * per_epoch / at_once(args, spec)
     units = ((3600, "h", ".1f"), (60, "min", ".0f"), (1, "s", ".0f"))
     size, unit, form = next(u for u in units if seconds >= u[0] or u[0] == 1)
     took = f"{seconds / size:{form}} {unit}"
     source = "--epoch-s" if args.epoch_s else f"stated for {precision}"
-    return f"about {took} at {per_epoch:g} s per trial-epoch ({source}), {at_once} trials at once"
+    return (f"about {took} at {per_epoch:g} s per trial-epoch ({source}), "
+            f"{at_once(args, spec)} trials at once")  # fmt: skip
 
 
-def estimate(args, spec, todo: int) -> None:
-    """What building the cache costs: the missing grid points, then the contenders at most."""
-    longest = max(max_epochs(spec, a) for a in make_plan(spec).arms)
-    grid_epochs = todo * len(args.grid_seeds) * longest
-    arms, trials = len(make_plan(spec).arms), spec.explore.samples * len(spec.explore.seeds)
-    contender_epochs = args.repetitions * len(args.contenders) * arms * trials * longest
-    say(
-        args,
-        f"building the grid cache: {todo} (arm, lr) points x {len(args.grid_seeds)} "
-        f"seeds, at most {grid_epochs:.0f} trial-epochs: {_duration(args, spec, grid_epochs)}",
-    )
-    say(args, f"then the contenders not cached yet, at most {contender_epochs:.0f} "
-        f"trial-epochs (ASHA and plateaus stop many sooner): "
-        f"{_duration(args, spec, contender_epochs)}")  # fmt: skip
+def longest_trial(spec) -> float:
+    return max(max_epochs(spec, a) for a in make_plan(spec).arms)
+
+
+def estimate_grid(args, spec, todo: int) -> None:
+    """What building the grid's missing points costs at most."""
+    epochs = todo * len(args.grid_seeds) * longest_trial(spec)
+    say(args, f"building the grid cache: {todo} (arm, lr) points x {len(args.grid_seeds)} "
+        f"seeds, at most {epochs:.0f} trial-epochs: {_duration(args, spec, epochs)}")  # fmt: skip
+
+
+def estimate_contenders(args, spec, uri: str, key: str) -> None:
+    """What the contender repetitions the cache lacks cost at most (ASHA and plateaus stop many
+    trials sooner)."""
+    arms = make_plan(spec).arms
+    todo = sum(
+        not grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, grid.contender_tag(
+            key, spec, contender_overrides(name, spec, r), arms, at_once(args, spec)))
+        for r in range(args.repetitions) for name in args.contenders
+    )  # fmt: skip
+    if todo:
+        trials = spec.explore.samples * len(spec.explore.seeds) * len(arms)
+        epochs = todo * trials * longest_trial(spec)
+        say(args, f"contender repetitions not cached: {todo}, at most {epochs:.0f} "
+            f"trial-epochs (ASHA and plateaus stop many trials sooner): "
+            f"{_duration(args, spec, epochs)}")  # fmt: skip
 
 
 def reference(args, spec, uri: str) -> pd.DataFrame:
@@ -212,12 +239,13 @@ def reference(args, spec, uri: str) -> pd.DataFrame:
     if args.refresh:
         say(args, f"--refresh: {grid.untag(uri, spec.name, key)} cached run(s) set aside")
     arms = make_plan(spec).arms
-    missing = grid.missing_points(arms, lrs, grid.cached_trials(uri, spec.name, key))
+    cached = grid.cached_trials(uri, spec.name, key)
+    missing = grid.missing_points(arms, lrs, cached, args.grid_seeds)
     todo = sum(len(v) for v in missing.values())
     say(args, f"grid cache {uri} (key {key}): {len(arms) * len(lrs) - todo} of "
         f"{len(arms) * len(lrs)} points cached; --refresh retrains them all")  # fmt: skip
     if todo:
-        estimate(args, spec, todo)
+        estimate_grid(args, spec, todo)
         started = time.time()
         run = runner(args, uri, args.storage)
 
@@ -233,7 +261,11 @@ def reference(args, spec, uri: str) -> pd.DataFrame:
         grid.build_missing(arms, missing, args.grid_seeds, run_and_cache, lrs_per_run)
         say(args, f"grid: {todo} points trained in {time.time() - started:.0f} s")
     trials = grid.cached_trials(uri, spec.name, key)
-    return grid.curves(trials, lrs, spec.metric.name, spec.analysis.primary)
+    curves = grid.curves(trials, lrs, spec.metric.name, spec.analysis.primary, args.grid_seeds)
+    for point in curves[curves.seeds_completed < len(args.grid_seeds)].itertuples():
+        say(args, f"grid {point.arm} lr {point.lr:g}: {point.seeds_completed} of "
+            f"{len(args.grid_seeds)} seeds completed; left out of the curve")  # fmt: skip
+    return curves
 
 
 def contender_overrides(name: str, spec, repetition: int) -> dict:
@@ -259,24 +291,36 @@ def chosen_lrs(trials: pd.DataFrame, spec, by: str) -> dict[str, float]:
     return {arm: p["lr"] for arm, (_, p) in best_per_arm(candidates, spec.metric.mode).items()}
 
 
-def measure(curves: pd.DataFrame, chosen: dict[str, float], sign: float) -> dict:
-    """Regret of the chosen lrs on the grid's curves, averaged over arms (NaN where an arm
-    chose nothing)."""
+def measure(curves: pd.DataFrame, chosen: dict[str, float], signs: dict[str, float]) -> dict:
+    """Regret of the chosen lrs on the grid's curves, per arm and averaged over arms (NaN where
+    an arm chose nothing): on dev, the grid's best mean minus its mean at the chosen lr; on
+    test, its mean at the dev-best lr (the answer) minus at the chosen lr, so that test never
+    selects and a chosen lr that happens to test better than the answer shows below zero."""
     out = {}
-    for column in ("dev", "test"):
-        regrets = [
-            sign * (grid.best(curve, column, sign)[1] - grid.at_lr(curve, column, chosen.get(arm)))
-            for arm, curve in curves.groupby("arm")
-        ]
-        out[f"regret_{column}"] = float(np.mean(regrets))
+    for column, sign in signs.items():
+        regrets = {}
+        for arm, curve in curves.groupby("arm"):
+            answer = grid.best(curve, "dev", signs["dev"])[0]
+            at_chosen = grid.at_lr(curve, column, chosen.get(arm))
+            regrets[arm] = sign * (grid.at_lr(curve, column, answer) - at_chosen)
+        out[f"regret_{column}"] = float(np.mean(list(regrets.values())))
+        out |= {f"regret_{column} {arm}": value for arm, value in regrets.items()}
     return out
+
+
+def sampled_lrs(trials: pd.DataFrame, by: str) -> tuple:
+    """The learning rates a repetition tried, per arm in order, to tell apart contenders that
+    drew the same (TPE asked before its start-up samples had ended draws as random search)."""
+    firsts = trials.sort_values(by).drop_duplicates(["arm", by])
+    return tuple((arm, tuple(round(float(lr), 12) for lr in group.lr))
+                 for arm, group in firsts.groupby("arm"))  # fmt: skip
 
 
 def contender_run(args, spec, uri: str, key: str, name: str, repetition: int) -> tuple[str, bool]:
     """The study run of one contender repetition, and whether it was cached; a new one is
     tagged for the next call."""
     overrides = contender_overrides(name, spec, repetition)
-    tag = grid.contender_tag(key, spec, overrides)
+    tag = grid.contender_tag(key, spec, overrides, make_plan(spec).arms, at_once(args, spec))
     cached = grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, tag)
     if cached:
         return cached[0], True
@@ -287,21 +331,30 @@ def contender_run(args, spec, uri: str, key: str, name: str, repetition: int) ->
 
 def run_contenders(args, spec, uri: str, curves: pd.DataFrame) -> pd.DataFrame:
     key = grid.cache_key(spec, args.grid_seeds)
-    sign = 1.0 if spec.metric.mode == "max" else -1.0
+    signs = {"dev": 1.0 if spec.metric.mode == "max" else -1.0,
+             "test": 1.0 if direction(spec.analysis.primary) == "max" else -1.0}  # fmt: skip
     grid_epochs = curves.trial_epochs.sum()
+    estimate_contenders(args, spec, uri, key)
     rows = []
     for repetition in range(args.repetitions):
+        drawn: dict[str, tuple] = {}
         for name in args.contenders:
             run_id, cached = contender_run(args, spec, uri, key, name, repetition)
             trials = load_trials(uri, spec.name, run_id)
-            chosen = chosen_lrs(trials, spec, "lr" if CONTENDERS[name] is None else "sample")
+            by = "lr" if CONTENDERS[name] is None else "sample"
+            chosen = chosen_lrs(trials, spec, by)
             epochs = float(trials.epoch.fillna(0).sum())
+            drawn[name] = sampled_lrs(trials, by)
+            same = [other for other in drawn if other != name and drawn[other] == drawn[name]]
             row = {"contender": name, "repetition": repetition, "trial_epochs": epochs,
-                   "cost_share": epochs / grid_epochs, **measure(curves, chosen, sign)}  # fmt: skip
+                   "cost_share": epochs / grid_epochs, "same_draws_as": " ".join(same),
+                   "arms_chose_nothing": curves.arm.nunique() - len(chosen),
+                   **measure(curves, chosen, signs)}  # fmt: skip
             rows.append(row | {f"lr {arm}": lr for arm, lr in chosen.items()})
             say(args, f"{name} repetition {repetition}{' (cached)' if cached else ''}: chose "
                 f"{ {arm: float(f'{lr:.3g}') for arm, lr in chosen.items()} }, regret dev "
-                f"{row['regret_dev']:.4f}, cost share {row['cost_share']:.3f}")  # fmt: skip
+                f"{row['regret_dev']:.4f}, cost share {row['cost_share']:.3f}"
+                + (f"; drew the same lrs as {', '.join(same)}" if same else ""))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -338,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, StudyStopped) as err:
         stopped = "interrupted" if isinstance(err, KeyboardInterrupt) else "a study run stopped"
-        print(f"search_efficiency: {stopped}; run this same bench command to go on from its "
+        again = "this same bench command" + (" without --refresh" if args.refresh else "")
+        print(f"search_efficiency: {stopped}; run {again} to go on from its "
               "cache. The study run that was training is not in the cache: ignore the study's "
               "resume command above, whose result the bench would not find",
               file=sys.stderr)  # fmt: skip

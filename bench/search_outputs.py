@@ -19,10 +19,15 @@ def say(args, text: str) -> None:
 
 
 def summary(reps: pd.DataFrame, trainable: str) -> pd.DataFrame:
-    stats = reps.groupby("contender", sort=False)[["regret_dev", "regret_test", "cost_share"]]
-    table = stats.agg(["mean", "std"])
+    """Per contender: repetitions, those in which every arm chose an lr (the only ones whose
+    regret is averaged), regret and cost share (mean and sd), and how many repetitions drew
+    the very lrs of a contender before it in the same repetition."""
+    by = reps.groupby("contender", sort=False)
+    table = by[["regret_dev", "regret_test", "cost_share"]].agg(["mean", "std"])
     table.columns = [f"{a}_{b}" for a, b in table.columns]
-    table.insert(0, "repetitions", reps.groupby("contender", sort=False).size())
+    table.insert(0, "repetitions", by.size())
+    table.insert(1, "measured", by.regret_dev.count())
+    table["same_draws"] = by.same_draws_as.agg(lambda s: int((s.fillna("") != "").sum()))
     table["trainable"] = "synthetic (not a finding)" if trainable == "synthetic" else trainable
     return table.reset_index()
 
@@ -32,12 +37,21 @@ def print_table(args, table: pd.DataFrame, curves: pd.DataFrame, sign: float) ->
         lr, value = grid.best(curve, "dev", sign)
         say(args, f"grid {arm}: best lr {lr:.3g} (mean dev {value:.4f}), "
             f"{curve.trial_epochs.sum():.0f} trial-epochs")  # fmt: skip
-    print(f"{'contender':<13}{'reps':>5}{'regret dev':>19}{'regret test':>19}{'cost share':>17}")
+    print(f"{'contender':<13}{'reps':>5}{'regret dev':>19}{'regret test':>19}{'cost share':>17}"
+          f"{'same draws':>12}")  # fmt: skip
     for row in table.itertuples():
-        print(f"{row.contender:<13}{row.repetitions:>5}"
+        reps = f"{row.measured}/{row.repetitions}" if row.measured < row.repetitions else (
+            f"{row.repetitions}"
+        )  # fmt: skip
+        print(f"{row.contender:<13}{reps:>5}"
               f"{row.regret_dev_mean:>10.4f} ± {row.regret_dev_std:.4f}"
               f"{row.regret_test_mean:>10.4f} ± {row.regret_test_std:.4f}"
-              f"{row.cost_share_mean:>9.3f} ± {row.cost_share_std:.3f}")  # fmt: skip
+              f"{row.cost_share_mean:>9.3f} ± {row.cost_share_std:.3f}"
+              f"{row.same_draws:>12}")  # fmt: skip
+    print("regret dev: the grid's best mean dev minus its mean at the chosen lr; regret test: its "
+          "mean test at the dev-best lr minus at the chosen lr (below 0: the chosen lr tested "
+          "better); mean ± sd over repetitions (reps a/b: only a had an lr chosen in every arm); "
+          "same draws: repetitions that tried the very lrs of a contender above it")  # fmt: skip
     if args.trainable == "synthetic":
         print(NOT_A_FINDING)
 

@@ -90,18 +90,36 @@ def untag(uri: str, study: str, key: str) -> int:
     return untagged
 
 
-def contender_tag(key: str, spec: StudySpec, overrides: dict) -> str:
+def contender_tag(key: str, spec: StudySpec, overrides: dict, arms: list[Arm], at_once: int) -> str:
     """A contender repetition's cache tag: the grid's key, then a hash of the study's search
-    and explore settings and the repetition's overrides (sampler, seeds, ASHA or not)."""
-    text = json.dumps([repr(spec.search), repr(spec.explore), overrides], sort_keys=True)
+    and explore settings, its arms, how many trials ran at once (TPE's draws depend on what
+    had finished when it was asked) and the repetition's overrides (sampler, seeds, ASHA)."""
+    text = json.dumps([repr(spec.search), repr(spec.explore), [a.id for a in arms], at_once,
+                       overrides], sort_keys=True)  # fmt: skip
     return f"{key}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-def missing_points(arms: list[Arm], lrs: list[float], trials: pd.DataFrame) -> dict[str, list]:
-    """Per arm id, the grid's learning rates no cached trial ran."""
+def complete_trials(trials: pd.DataFrame, seeds: list[int]) -> pd.DataFrame:
+    """One trial per (arm, lr, grid seed), a completed one where any is (a point trained again
+    after a failure has its older, failed trials in the cache too), from these seeds only."""
+    if not len(trials):
+        return trials
+    trials = trials[trials.seed.astype(int).isin(seeds)].assign(lr_key=trials.lr.map(lr_key))
+    trials = trials.sort_values("status", key=lambda s: s != "completed", kind="stable")
+    return trials.drop_duplicates(["arm", "lr_key", "seed"]).drop(columns="lr_key")
+
+
+def missing_points(
+    arms: list[Arm], lrs: list[float], trials: pd.DataFrame, seeds: list[int]
+) -> dict[str, list]:
+    """Per arm id, the grid's learning rates not yet completed on every grid seed: a point
+    whose trial failed is trained again, never averaged over the seeds that happened to end."""
     have = set()
     if len(trials):
-        have = {(arm, lr_key(lr)) for arm, lr in zip(trials.arm, trials.lr, strict=True)}
+        done = complete_trials(trials, seeds)
+        done = done[done.status == "completed"]
+        counts = done.groupby(["arm", done.lr.map(lr_key)]).size()
+        have = {point for point, count in counts.items() if count == len(seeds)}
     return {a.id: [lr for lr in lrs if (a.id, lr_key(lr)) not in have] for a in arms}
 
 
@@ -141,16 +159,20 @@ def tag(uri: str, run_ids: list[str], value: str, name: str = KEY_TAG) -> None:
         client.set_tag(run_id, name, value)
 
 
-def curves(trials: pd.DataFrame, lrs: list[float], metric: str, primary: str) -> pd.DataFrame:
-    """Per arm and grid lr: the mean study metric and mean primary metric over the seeds that
-    completed (NaN where none did), the seeds completed and the trial-epochs spent."""
+def curves(
+    trials: pd.DataFrame, lrs: list[float], metric: str, primary: str, seeds: list[int]
+) -> pd.DataFrame:
+    """Per arm and grid lr: the mean study metric and mean primary metric over the grid seeds
+    (NaN unless every seed completed), the seeds completed and the trial-epochs spent."""
     wanted = {lr_key(lr) for lr in lrs}
-    trials = trials[trials.lr.map(lr_key).isin(wanted)]
+    trials = complete_trials(trials[trials.lr.map(lr_key).isin(wanted)], seeds)
     rows = []
     for (arm, lr), group in trials.groupby(["arm", "lr"]):
         done = group[group.status == "completed"]
-        rows.append({"arm": arm, "lr": lr, "dev": done[metric].mean(),
-                     "test": done[primary].mean(), "seeds_completed": len(done),
+        whole = len(done) == len(seeds)
+        rows.append({"arm": arm, "lr": lr, "dev": done[metric].mean() if whole else math.nan,
+                     "test": done[primary].mean() if whole else math.nan,
+                     "seeds_completed": len(done),
                      "trial_epochs": group.epoch.fillna(0).sum()})  # fmt: skip
     return pd.DataFrame(rows).sort_values(["arm", "lr"], ignore_index=True)
 
@@ -165,6 +187,7 @@ def at_lr(curve: pd.DataFrame, column: str, lr: float) -> float:
 
 
 def best(curve: pd.DataFrame, column: str, sign: float) -> tuple[float, float]:
-    """(lr, value) of the curve's best point in `column` (sign +1: max, -1: min)."""
-    row = curve.loc[(sign * curve[column]).idxmax()]
+    """(lr, value) of the curve's best point in `column` (sign +1: max, -1: min), NaN points
+    skipped."""
+    row = curve.loc[(sign * curve[column]).dropna().idxmax()]
     return float(row.lr), float(row[column])

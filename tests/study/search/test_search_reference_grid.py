@@ -6,7 +6,9 @@ arm; each run handed over as it ends, so the bench caches it before the next one
 from __future__ import annotations
 
 import importlib.util
+import math
 
+import pandas as pd
 import pytest
 
 from study.plan import Arm
@@ -62,3 +64,40 @@ def test_arms_missing_different_lrs_run_apart(reference):
         ({"depth": [6]}, [LRS[4]]),
     ]
     assert _build(reference, {"depth=5": [], "depth=6": []}, 1) == []
+
+
+def _trials(*rows):
+    """Cached grid trials: (arm, lr, seed, status, dev_f1)."""
+    names = ["arm", "lr", "seed", "status", "dev_f1"]
+    table = pd.DataFrame([dict(zip(names, row, strict=True)) for row in rows])
+    return table.assign(test_f1=table.dev_f1 - 0.1, epoch=2.0)
+
+
+def test_a_point_with_a_failed_seed_is_missing_until_trained_again(reference):
+    seeds = [1000, 1001]
+    first = _trials(
+        ("depth=5", 1e-4, 1000, "completed", 0.5), ("depth=5", 1e-4, 1001, "error", None),
+        ("depth=6", 1e-4, 1000, "completed", 0.6), ("depth=6", 1e-4, 1001, "completed", 0.62),
+    )  # fmt: skip
+    missing = reference.missing_points(ARMS, [1e-4], first, seeds)
+    assert missing == {"depth=5": [1e-4], "depth=6": []}
+    curve = reference.curves(first, [1e-4], "dev_f1", "test_f1", seeds)
+    five = curve[curve.arm == "depth=5"].iloc[0]
+    assert five.seeds_completed == 1 and math.isnan(five.dev) and math.isnan(five.test)
+    assert curve[curve.arm == "depth=6"].iloc[0].dev == pytest.approx(0.61)
+
+    again = pd.concat([first, _trials(("depth=5", 1e-4, 1000, "completed", 0.5),
+                                      ("depth=5", 1e-4, 1001, "completed", 0.54))])  # fmt: skip
+    assert reference.missing_points(ARMS, [1e-4], again, seeds) == {"depth=5": [], "depth=6": []}
+    curve = reference.curves(again, [1e-4], "dev_f1", "test_f1", seeds)
+    five = curve[curve.arm == "depth=5"].iloc[0]
+    # one trial per seed: the retrained seed's completed trial, the first seed counted once
+    assert five.seeds_completed == 2 and five.dev == pytest.approx(0.52)
+    assert five.trial_epochs == pytest.approx(4.0)
+
+
+def test_trials_of_other_seeds_never_count(reference):
+    trials = _trials(
+        ("depth=5", 1e-4, 7, "completed", 0.9), ("depth=5", 1e-4, 1000, "completed", 0.5)
+    )
+    assert reference.missing_points(ARMS[:1], [1e-4], trials, [1000, 1001]) == {"depth=5": [1e-4]}

@@ -27,6 +27,8 @@ STUDY_KIND, ARM_KIND, TRIAL_KIND = "study", "arm", "trial"
 STUDY_RUN_ID = "study_run_id"  # on arm and trial runs: the study run they belong to
 ANALYSIS_TAG = "analysis"  # on the study run: the declared analysis, JSON
 REUSED_TAG = "confirm_reused"  # on an explore trial run that also counts as a confirm trial
+# an explore trial's param: who drew its sample, the sampler's model ("tpe", "gp") or "random"
+DRAWN_BY = "drawn_by"
 LIBRARIES_TAG = "library_versions"  # on the study run: JSON {library: installed version}
 OVERRIDES_TAG = "overrides"  # on the study run: the `--set KEY=VALUE` options, JSON
 OPTUNA_TAG = "optuna_storage"  # on the study run: the Optuna storage of the explore samples

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from study.names import CONFIRM, EXPLORE
+from study.names import CONFIRM, DRAWN_BY, EXPLORE
 from study.precision import resolved_precision
 from study.spec import StudySpec
 from trainables.settings import BUDGET, INTERMEDIATE, stage_label, stage_name
@@ -87,12 +87,20 @@ def _plain(value: Any) -> Any:
 
 
 def study_tags(
-    phase: str, arm: Arm, sample: int, seed: int, data_seed: int | None = None
+    phase: str,
+    arm: Arm,
+    sample: int,
+    seed: int,
+    data_seed: int | None = None,
+    drawn_by: str | None = None,
 ) -> dict[str, Any]:
-    """What the orchestration attaches beside the trial config (config key `study`)."""
+    """What the orchestration attaches beside the trial config (config key `study`); an explore
+    sample also says who drew it (`DRAWN_BY`: the sampler's model or a random draw)."""
     tags = {"phase": phase, "arm": arm.id, "arm_index": arm.index, "sample": sample, "seed": seed}
     if data_seed is not None:
         tags["data_seed"] = data_seed
+    if drawn_by is not None:
+        tags[DRAWN_BY] = drawn_by
     return tags
 
 

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from study import stats
-from study.names import EXPLORE, FIXED_FROM_TAG
+from study.names import DRAWN_BY, EXPLORE, FIXED_FROM_TAG
+from study.spec import DEFAULT_SAMPLER, RANDOM_DRAW
 from study.tracking.reading import CONVERGED, StudyRecord, budget_columns
 
 EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
@@ -220,11 +221,29 @@ def _tuning(record: StudyRecord, arm: str, name: str) -> dict[str, Any]:
     sampled = sorted(explored[name].dropna().unique().tolist())
     dist = record.plan["search"][name]
     return {
-        "how": f"tuned for the arm ({len(sampled)} explore samples)",
+        "how": f"tuned for the arm ({len(sampled)} explore samples{_drawn(explored, record.plan)})",
         "chosen": value,
         "sampled": ", ".join(f"{v:.3g}" if _is_number(v) else str(v) for v in sampled),
         "edge": edge_flag(value, sampled, dist),
     }
+
+
+def _drawn(explored: pd.DataFrame, plan: dict) -> str:
+    """How an arm's explore samples were drawn, where the study recorded it: by the sampler's
+    model, or at random (its start-up draws, and any asked before enough samples had ended:
+    a model sampler that drew none ran a random search)."""
+    drawn = explored.get(DRAWN_BY, pd.Series(dtype=object)).replace("", None)
+    if drawn.isna().all():
+        return ""
+    sampler = ((plan.get("phases") or {}).get("explore") or {}).get("sampler") or DEFAULT_SAMPLER
+    counts = drawn[~explored["sample"].duplicated()].fillna("?").value_counts()
+    at_random = int(counts.get(RANDOM_DRAW, 0))
+    if sampler == RANDOM_DRAW:
+        return ", random search"
+    by_model = int(counts.get(sampler, 0))
+    if not by_model:
+        return f", all drawn at random: {sampler.upper()}'s model drew none"
+    return f", {by_model} drawn by {sampler.upper()}'s model, {at_random} at random"
 
 
 def edge_threats(table: pd.DataFrame) -> list[str]:

@@ -40,7 +40,7 @@ from study.search.optuna_internals import live_trial
 from study.search.optuna_storage import study_name, write_arm
 from study.search.record import SampleRecord
 from study.search.saved import SavedSearcher
-from study.spec import StudySpec, finite_points, make_sampler
+from study.spec import StudySpec, finite_points, make_sampler, next_drawer
 from trainables.settings import first_line
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,7 @@ class ArmSearcher(SavedSearcher):
         # random start-up draws depend on the seed alone, not on what finished first
         startup = max(2, min(10, spec.explore.samples // 2))
         seed = spec.explore.sampler_seed  # 0 unless the study repeats a search on purpose
+        self._startup = startup
         self._studies = {
             arm.id: optuna.create_study(
                 direction=direction,
@@ -121,10 +122,11 @@ class ArmSearcher(SavedSearcher):
         sample, seed = self._queue.pop(0)
         self._trial_sample[trial_id] = (sample.key, seed)
         arm = self._arms[self._arm_index(sample.arm)]
+        drawn_by = sample.drawn_by or None  # a sample asked by older code, before a resume: unknown
         return self._admitted(
             {
                 TRIAL_CONFIG: trial_config(self._spec, arm, sample.params, seed),
-                STUDY_TAGS: study_tags(EXPLORE, arm, sample.index, seed),
+                STUDY_TAGS: study_tags(EXPLORE, arm, sample.index, seed, drawn_by=drawn_by),
             }
         )
 
@@ -160,8 +162,10 @@ class ArmSearcher(SavedSearcher):
         arm = self._arms[self._asked % len(self._arms)]
         index = self._asked // len(self._arms)
         self._asked += 1
+        drawn_by = next_drawer(self._spec.explore.sampler, self._studies[arm.id], self._startup)
         trial = self._ask_new(arm)
         sample = SampleRecord(arm.id, index, dict(trial.params), trial.number, self._seeds)
+        sample.drawn_by = drawn_by
         self._book.add(sample)
         self._queue.extend((sample, seed) for seed in self._seeds)
         return True

@@ -29,6 +29,7 @@ class SampleRecord:
     outcome: dict[int, str] = field(default_factory=dict)  # seed -> completed/pruned/errored
     final: dict[int, float] = field(default_factory=dict)  # seed -> final metric
     told: bool = False
+    drawn_by: str = ""  # the sampler's model ("tpe", "gp") or "random" (study.spec.samplers)
 
     @property
     def key(self) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 from study.spec.document import Doc, FieldPath, show, suggest
 
@@ -21,11 +22,29 @@ SAMPLERS: dict[str, Callable[[int, int], optuna.samplers.BaseSampler]] = {
     "random": lambda seed, startup: optuna.samplers.RandomSampler(seed=seed),
     "gp": lambda seed, startup: optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup),
 }
+# sampler -> the states of the Optuna trials its model counts: until `startup` of them have
+# ended, it draws at random (Optuna's TPESampler counts pruned trials, its GPSampler does not)
+MODEL_STATES: dict[str, tuple[TrialState, ...]] = {
+    "tpe": (TrialState.COMPLETE, TrialState.PRUNED),
+    "gp": (TrialState.COMPLETE,),
+}
+RANDOM_DRAW = "random"
 
 
 def make_sampler(name: str, seed: int, startup: int) -> optuna.samplers.BaseSampler:
     """The named sampler, seeded; `startup` random draws first where it takes them."""
     return SAMPLERS[name](seed, startup)
+
+
+def next_drawer(name: str, study: optuna.Study, startup: int) -> str:
+    """Who draws the next sample of `study`: the sampler's model (its name) once `startup`
+    samples it counts have ended, else a random draw, as Optuna's samplers decide it. A study
+    whose samples are asked before earlier ones end may never reach the model: the report
+    says how each sample was drawn."""
+    states = MODEL_STATES.get(name)
+    if states is None or len(study.get_trials(deepcopy=False, states=states)) < startup:
+        return RANDOM_DRAW
+    return name
 
 
 def check_sampler(doc: Doc, path: FieldPath, value: Any) -> str:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.study_helpers import (
@@ -106,6 +107,17 @@ def test_search_and_pruning_find_the_known_optimum_of_each_arm(tmp_path):
         assert _random_choice_regret(surface, params) > 5 * BOUND, arm
         sampled = [_regret(surface, r.data.params) for r in explore if r.data.tags["arm"] == arm]
         assert regret <= float(np.median(sampled)), (arm, regret, sorted(sampled))
+    # who drew each sample: TPE's 8 start-up draws at random (16 samples // 2), its model after
+    drawn: dict[str, dict[int, str]] = {}
+    for r in explore:
+        drawn.setdefault(r.data.tags["arm"], {})[int(r.data.params["sample"])] = r.data.params[
+            "drawn_by"
+        ]
+    for by_sample in drawn.values():
+        assert [by_sample[k] for k in range(8)] == ["random"] * 8, by_sample
+        assert "tpe" in by_sample.values(), by_sample
+    tuning = pd.read_csv(tmp_path / "reports" / "teststudy" / "tuning_parity.csv")
+    assert tuning.how.str.contains("drawn by TPE's model").all(), tuning.how
 
 
 def test_reports_none_ends_the_study_without_a_report_that_study_report_makes_later(tmp_path):

@@ -239,3 +239,33 @@ def test_a_study_resumed_with_other_code_says_so_where_its_code_is_named():
     assert "- Code `abc`, resumed with `def+dirty`, model" in (
         reproducibility.reproducibility_block(mixed)
     )
+
+
+@pytest.mark.parametrize(
+    ("drawn", "sampler", "how"),
+    [
+        (["random"] * 3, None, "3 explore samples, all drawn at random: TPE's model drew none"),
+        (
+            ["random", "random", "tpe"],
+            "tpe",
+            "3 explore samples, 1 drawn by TPE's model, 2 at random",
+        ),
+        (["random", "gp", "gp"], "gp", "3 explore samples, 2 drawn by GP's model, 1 at random"),
+        (["random"] * 3, "random", "3 explore samples, random search"),
+        ([None] * 3, None, "3 explore samples"),  # a study run before the record existed
+        ([""] * 3, None, "3 explore samples"),
+    ],
+)
+def test_tuning_parity_says_who_drew_the_explore_samples(drawn, sampler, how):
+    lrs = [4e-5, 9e-5, 1.2e-4]
+    rows = [
+        {"arm": "A", "phase": "explore", "seed": seed, "sample": k, "lr": lr, "drawn_by": by}
+        for k, (lr, by) in enumerate(zip(lrs, drawn, strict=True))
+        for seed in (0, 1)
+    ]
+    record = make_record(rows + confirm("A", [2, 3], lr=9e-5) + confirm("B", [2, 3], lr=1e-4),
+                         search=SEARCH)  # fmt: skip
+    if sampler:
+        record.plan["phases"] = {"explore": {"sampler": sampler}}
+    table = validity.tuning_table(record).set_index("arm")
+    assert table.loc["A", "how"] == f"tuned for the arm ({how})"

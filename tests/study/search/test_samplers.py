@@ -9,9 +9,17 @@ import math
 import optuna
 import pytest
 
+from study.names import DRAWN_BY, STUDY_TAGS
 from study.plan import make_plan
 from study.search import ArmSearcher
-from study.spec import DEFAULT_SAMPLER, SAMPLERS, load_study, make_sampler
+from study.spec import (
+    DEFAULT_SAMPLER,
+    RANDOM_DRAW,
+    SAMPLERS,
+    load_study,
+    make_sampler,
+    next_drawer,
+)
 from tests.study_helpers import write_study
 
 SPACE = {
@@ -82,3 +90,51 @@ def test_sampler_seed_draws_other_samples_and_its_default_keeps_the_old_ones(
     ]
     assert unset == seeded_by_arm == _first_draws(*study, sampler_seed=0)
     assert _first_draws(*study, sampler_seed=7) != unset
+
+
+@pytest.mark.parametrize("name", ["tpe", "gp"])
+def test_who_draws_next_agrees_with_optuna(name):
+    """A model sampler asked before `startup` samples it counts have ended draws the random
+    sampler's very sample; once they have, its model's. TPE counts a pruned sample, GP not."""
+    space = {"lr": SPACE["lr"]}
+    model = optuna.create_study(direction="maximize", sampler=make_sampler(name, 5, 2))
+    plain = optuna.create_study(sampler=make_sampler("random", 5, 2))
+
+    def ask() -> tuple[str, optuna.trial.Trial, float]:
+        drawer = next_drawer(name, model, 2)
+        trial = model.ask(space)
+        return drawer, trial, plain.ask(space).params["lr"]
+
+    first, second = ask(), ask()
+    model.tell(first[1], 0.1)  # the second still running: one sample has ended
+    third = ask()
+    model.tell(second[1], state=optuna.trial.TrialState.PRUNED)
+    fourth = ask()
+    for drawer, trial, random_lr in (first, second, third):
+        assert drawer == RANDOM_DRAW and trial.params["lr"] == random_lr
+    drawer, trial, random_lr = fourth
+    if name == "tpe":  # a completed and a pruned sample: its model draws
+        assert drawer == "tpe" and trial.params["lr"] != random_lr
+    else:  # GP counts the completed one only
+        assert drawer == RANDOM_DRAW and trial.params["lr"] == random_lr
+    model.tell(third[1], 0.2)
+    assert next_drawer(name, model, 2) == name
+    assert next_drawer("random", model, 2) == RANDOM_DRAW
+
+
+def test_the_explore_searcher_tags_who_drew_each_sample(tmp_path, tiny_model, tiny_corpus):
+    """Samples asked before two of the arm's samples ended are random draws, after that TPE's,
+    and every seed's trial carries its sample's drawer (a param of its run)."""
+    phases = {"explore": {"samples": 3, "seeds": 2}}
+    path = write_study(tmp_path, str(tiny_model), tiny_corpus, search=LOG_LR, phases=phases)
+    spec = load_study(str(path), "default")
+    arms = make_plan(spec).arms
+    searcher = ArmSearcher(spec, arms[:1])
+    configs = {}
+    for n in range(4):  # samples 0 and 1 of the one arm, two seeds each
+        configs[f"t{n}"] = searcher.suggest(f"t{n}")
+    for n in range(4):
+        searcher.on_trial_complete(f"t{n}", {"final": True, spec.metric.name: 0.1 * n})
+    configs["t4"] = searcher.suggest("t4")
+    drawn = [c[STUDY_TAGS][DRAWN_BY] for c in configs.values()]
+    assert drawn == [RANDOM_DRAW] * 4 + ["tpe"]

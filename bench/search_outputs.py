@@ -62,20 +62,26 @@ def plot(args, table: pd.DataFrame, reps: pd.DataFrame, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for index, row in enumerate(table.itertuples()):
-        mine, color = reps[reps.contender == row.contender], f"C{index}"
-        ax.scatter(mine.cost_share, mine.regret_dev, s=10, alpha=0.35, color=color)
-        ax.errorbar(row.cost_share_mean, row.regret_dev_mean, xerr=row.cost_share_std,
-                    yerr=row.regret_dev_std, fmt="o", capsize=3, color=color,
-                    label=row.contender)  # fmt: skip
-    ax.set_xlabel("cost: trial-epochs / dense grid's")
-    ax.set_ylabel("regret: dense grid's best mean dev - at the chosen lr")
-    title = f"{args.study} ({args.profile}): search against a dense lr grid"
-    ax.set_title(title if args.trainable != "synthetic" else f"{title}\n{NOT_A_FINDING}",
-                 fontsize=8)  # fmt: skip
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
+    labels = {"dev": "dev: grid's best - at chosen lr",
+              "test": "test: at grid's dev-best lr - at chosen lr"}  # fmt: skip
+    for ax, (column, label) in zip(axes, labels.items(), strict=True):
+        for index, row in enumerate(table.itertuples()):
+            mine, color = reps[reps.contender == row.contender], f"C{index}"
+            same = f" (drew another's lrs in {row.same_draws}/{row.repetitions})"
+            ax.scatter(mine.cost_share, mine[f"regret_{column}"], s=10, alpha=0.35, color=color)
+            ax.errorbar(row.cost_share_mean, getattr(row, f"regret_{column}_mean"),
+                        xerr=row.cost_share_std, yerr=getattr(row, f"regret_{column}_std"),
+                        fmt="osD^v"[index % 5], capsize=3, color=color,
+                        label=row.contender + (same if row.same_draws else ""))  # fmt: skip
+        ax.axhline(0.0, color="grey", linewidth=0.5)
+        ax.set_xlabel("cost: trial-epochs / dense grid's")
+        ax.set_ylabel(f"regret on {label}", fontsize=9)
+    title = f"{args.study} ({args.profile}): search against a dense lr grid, mean ± sd"
+    fig.suptitle(title if args.trainable != "synthetic" else f"{title}\n{NOT_A_FINDING}",
+                 fontsize=9)  # fmt: skip
+    axes[0].legend(fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

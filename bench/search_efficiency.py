@@ -73,19 +73,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import search_cost as cost
 import search_reference as grid
 from search_outputs import NOT_A_FINDING, print_table, say, summary, write_outputs
 from support import machine_line
 
 from study import StudyStopped, UserInputError, load_trials, run_study
-from study.plan import make_plan, max_epochs
+from study.plan import make_plan
 from study.precision import resolved_precision
 from study.search.confirm import best_per_arm
 from study.spec import LogUniform, load_study
@@ -95,9 +95,6 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / ".cache" / "search_efficiency"
 # the synthetic surface standing in for MiniLM on WNUT-16: 6 blocks, 105 steps per epoch
 SURFACE = {"synthetic": {"layers": 6, "best_lr": 1.0e-4, "steps_per_epoch": 105}}
-# seconds per trial-epoch of one 1-thread ner_depth default trial, two at once on the 2-core
-# machine (docs/benchmarks.md: 94 s measured in fp32; the bf16 step is about 2.1x faster)
-EPOCH_S = {"fp32": 95.0, "bf16": 45.0, "synthetic": 0.3}
 EXPLORE_SEED_BASE, SAMPLER_SEED_STEP = 100, 100
 # contender -> what its explore-only run overrides (the coarse grid runs confirm instead)
 CONTENDERS = {
@@ -184,50 +181,14 @@ def searched_range(spec) -> tuple[float, float]:
     return float(dist.low), float(dist.high)
 
 
-def at_once(args, spec) -> int:
-    """How many trials run at once: Ray's CPUs over a trial's."""
-    return max(1, int((args.num_cpus or os.cpu_count() or 1) // spec.resources.get("cpu", 1)))
-
-
-def _duration(args, spec, epochs: float) -> str:
-    """`epochs` trial-epochs as wall time, at the stated (or --epoch-s) seconds per epoch."""
-    precision = "synthetic" if spec.synthetic else resolved_precision(spec)
-    per_epoch = args.epoch_s or EPOCH_S[precision]
-    seconds = epochs * per_epoch / at_once(args, spec)
-    units = ((3600, "h", ".1f"), (60, "min", ".0f"), (1, "s", ".0f"))
-    size, unit, form = next(u for u in units if seconds >= u[0] or u[0] == 1)
-    took = f"{seconds / size:{form}} {unit}"
-    source = "--epoch-s" if args.epoch_s else f"stated for {precision}"
-    return (f"about {took} at {per_epoch:g} s per trial-epoch ({source}), "
-            f"{at_once(args, spec)} trials at once")  # fmt: skip
-
-
-def longest_trial(spec) -> float:
-    return max(max_epochs(spec, a) for a in make_plan(spec).arms)
-
-
-def estimate_grid(args, spec, todo: int) -> None:
-    """What building the grid's missing points costs at most."""
-    epochs = todo * len(args.grid_seeds) * longest_trial(spec)
-    say(args, f"building the grid cache: {todo} (arm, lr) points x {len(args.grid_seeds)} "
-        f"seeds, at most {epochs:.0f} trial-epochs: {_duration(args, spec, epochs)}")  # fmt: skip
-
-
-def estimate_contenders(args, spec, uri: str, key: str) -> None:
-    """What the contender repetitions the cache lacks cost at most (ASHA and plateaus stop many
-    trials sooner)."""
-    arms = make_plan(spec).arms
-    todo = sum(
+def missing_contenders(args, spec, uri: str, key: str) -> int:
+    """How many contender repetitions the cache lacks."""
+    arms, trials_at_once = make_plan(spec).arms, cost.at_once(args, spec)
+    return sum(
         not grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, grid.contender_tag(
-            key, spec, contender_overrides(name, spec, r), arms, at_once(args, spec)))
+            key, spec, contender_overrides(name, spec, r), arms, trials_at_once))
         for r in range(args.repetitions) for name in args.contenders
     )  # fmt: skip
-    if todo:
-        trials = spec.explore.samples * len(spec.explore.seeds) * len(arms)
-        epochs = todo * trials * longest_trial(spec)
-        say(args, f"contender repetitions not cached: {todo}, at most {epochs:.0f} "
-            f"trial-epochs (ASHA and plateaus stop many trials sooner): "
-            f"{_duration(args, spec, epochs)}")  # fmt: skip
 
 
 def reference(args, spec, uri: str) -> pd.DataFrame:
@@ -245,7 +206,7 @@ def reference(args, spec, uri: str) -> pd.DataFrame:
     say(args, f"grid cache {uri} (key {key}): {len(arms) * len(lrs) - todo} of "
         f"{len(arms) * len(lrs)} points cached; --refresh retrains them all")  # fmt: skip
     if todo:
-        estimate_grid(args, spec, todo)
+        cost.estimate_grid(args, spec, todo)
         started = time.time()
         run = runner(args, uri, args.storage)
 
@@ -320,7 +281,7 @@ def contender_run(args, spec, uri: str, key: str, name: str, repetition: int) ->
     """The study run of one contender repetition, and whether it was cached; a new one is
     tagged for the next call."""
     overrides = contender_overrides(name, spec, repetition)
-    tag = grid.contender_tag(key, spec, overrides, make_plan(spec).arms, at_once(args, spec))
+    tag = grid.contender_tag(key, spec, overrides, make_plan(spec).arms, cost.at_once(args, spec))
     cached = grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, tag)
     if cached:
         return cached[0], True
@@ -334,7 +295,7 @@ def run_contenders(args, spec, uri: str, curves: pd.DataFrame) -> pd.DataFrame:
     signs = {"dev": 1.0 if spec.metric.mode == "max" else -1.0,
              "test": 1.0 if direction(spec.analysis.primary) == "max" else -1.0}  # fmt: skip
     grid_epochs = curves.trial_epochs.sum()
-    estimate_contenders(args, spec, uri, key)
+    cost.estimate_contenders(args, spec, missing_contenders(args, spec, uri, key))
     rows = []
     for repetition in range(args.repetitions):
         drawn: dict[str, tuple] = {}

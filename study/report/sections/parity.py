@@ -5,7 +5,7 @@ are listed by `threats`; these tables give every number."""
 
 from __future__ import annotations
 
-from study.report import validity
+from study.report import tuning, validity
 from study.report.section import Section, Tables
 from study.report.text import frame_table
 from study.tracking.reading import StudyRecord
@@ -14,10 +14,8 @@ TUNING, COMPUTE = "tuning_parity", "compute_parity"
 
 
 def _tables(record: StudyRecord) -> Tables:
-    tuning, compute = validity.tuning_table(record), validity.compute_table(record)
-    return {
-        name: table for name, table in ((TUNING, tuning), (COMPUTE, compute)) if not table.empty
-    }
+    tuned, compute = tuning.tuning_table(record), validity.compute_table(record)
+    return {name: table for name, table in ((TUNING, tuned), (COMPUTE, compute)) if not table.empty}
 
 
 def _markdown(record: StudyRecord, tables: Tables) -> str:
@@ -29,7 +27,7 @@ def _markdown(record: StudyRecord, tables: Tables) -> str:
             "How each setting was set for each arm of a primary comparison: tuned for the "
             "arm by its explore samples, fixed for all arms, or left at the trial default; "
             "`edge`: the chosen value is the smallest or largest sampled, or in the outer "
-            f"{validity.EDGE_SHARE:.0%} of its range (log scale for a log range).",
+            f"{tuning.EDGE_SHARE:.0%} of its range (log scale for a log range).",
             "",
             frame_table(tables[TUNING].fillna("")),
         ]

@@ -1,6 +1,7 @@
 """Threats to validity, generated from what the study recorded: every report has this
 section, listing each threat its checks found with the numbers behind it, or, when none was
-found, which checks ran. The checks live in `study/report/validity.py`."""
+found, which checks ran. The checks live in `study/report/validity.py` and, for tuning parity,
+`study/report/tuning.py`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from study.report import provenance, validity
+from study.report import provenance, tuning, validity
 from study.report.section import Section, Tables
 from study.tracking.reading import StudyRecord
 
@@ -21,11 +22,11 @@ CHECKS: dict[str, tuple[str, Callable[[StudyRecord], list[str] | None]]] = {
     ),
     "edges": (
         "no chosen value at the edge of its search",
-        lambda r: validity.edge_threats(validity.tuning_table(r)),
+        lambda r: tuning.edge_threats(tuning.tuning_table(r)),
     ),
     "tuning": (
         "both arms of each primary comparison tuned alike",
-        lambda r: validity.parity_threats(r, validity.tuning_table(r)),
+        lambda r: tuning.parity_threats(r, tuning.tuning_table(r)),
     ),
     "compute": (
         "both arms of each primary comparison trained on the same steps and tokens "

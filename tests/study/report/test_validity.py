@@ -13,7 +13,7 @@ import pytest
 
 from study.analysis import Analysis
 from study.names import CODE_TAG, CODE_VERSIONS_TAG
-from study.report import provenance, validity
+from study.report import provenance, tuning, validity
 from study.report.sections import parity, reproducibility, threats
 from study.tracking.reading import StudyRecord, budget_columns
 
@@ -89,27 +89,27 @@ def test_convergence_not_recorded_is_said_not_passed():
     ],
 )
 def test_edge_flag(chosen, sampled, dist, flag):
-    got = validity.edge_flag(chosen, sampled, dist)
+    got = tuning.edge_flag(chosen, sampled, dist)
     assert (flag in got) if flag else got == ""
 
 
 def test_range_position_is_on_a_log_scale_for_a_log_distribution():
-    assert validity.range_position(math.sqrt(3e-5 * 3e-4), SEARCH["lr"]) == pytest.approx(0.5)
-    assert validity.range_position(0.25, {"type": "uniform", "low": 0, "high": 1}) == 0.25
-    assert validity.range_position(3, {"type": "categorical", "choices": ["a"]}) is None
+    assert tuning.range_position(math.sqrt(3e-5 * 3e-4), SEARCH["lr"]) == pytest.approx(0.5)
+    assert tuning.range_position(0.25, {"type": "uniform", "low": 0, "high": 1}) == 0.25
+    assert tuning.range_position(3, {"type": "categorical", "choices": ["a"]}) is None
 
 
 def test_tuning_parity_flags_the_edge_and_an_arm_tuned_alone():
     rows = explore("A", [4e-5, 9e-5, 1.57e-4]) + confirm("A", [2, 3], lr=1.57e-4)
     rows += confirm("B", [2, 3], lr=1e-4)  # B ran no explore: its lr was not tuned for it
     record = make_record(rows, search=SEARCH)
-    table = validity.tuning_table(record).set_index("arm")
+    table = tuning.tuning_table(record).set_index("arm")
     assert table.loc["A", "how"] == "tuned for the arm (3 explore samples)"
     assert table.loc["B", "how"] == "searched, not explored"
     assert "largest of 3" in table.loc["A", "edge"]
-    [edge] = validity.edge_threats(validity.tuning_table(record))
+    [edge] = tuning.edge_threats(tuning.tuning_table(record))
     assert edge.startswith("`A`: lr = 0.000157 is the largest")
-    [unequal] = validity.parity_threats(record, validity.tuning_table(record))
+    [unequal] = tuning.parity_threats(record, tuning.tuning_table(record))
     assert unequal == "`A` vs `B`: lr was tuned for `A` only."
 
 
@@ -126,9 +126,9 @@ def test_the_tuning_table_shows_a_small_chosen_value_as_it_was_sampled():
 
 def test_nothing_tuned_for_any_arm_is_a_threat_with_the_fixed_values():
     record = make_record(confirm("A", [2]) + confirm("B", [2]), fixed={"lr": 2e-4, "epochs": 3})
-    table = validity.tuning_table(record)
+    table = tuning.tuning_table(record)
     assert set(table.how) == {"fixed for all arms"} and set(table.setting) == {"lr"}
-    [threat] = validity.parity_threats(record, table)
+    [threat] = tuning.parity_threats(record, table)
     assert "Tuned for no arm: lr = 0.0002 (fixed for all arms)" in threat
 
 
@@ -171,7 +171,7 @@ def test_a_fixed_value_from_another_study_warns_louder_on_shared_confirm_seeds()
     tag = {"fixed_from": json.dumps({"lr": {"study": "ner_depth", "seeds": [0, 1]}})}
     shared = make_record(confirm("A", [0, 1, 2]) + confirm("B", [0, 1, 2]),
                          fixed={"lr": 1.5e-4}, tags=tag)  # fmt: skip
-    how = validity.tuning_table(shared).how
+    how = tuning.tuning_table(shared).how
     assert set(how) == {"fixed for all arms (chosen by ner_depth on seeds [0, 1])"}
     [threat] = validity.fixed_from_threats(shared)
     assert "lr = 0.00015" in threat and "`ner_depth` chose on its seeds [0, 1]" in threat
@@ -267,5 +267,5 @@ def test_tuning_parity_says_who_drew_the_explore_samples(drawn, sampler, how):
                          search=SEARCH)  # fmt: skip
     if sampler:
         record.plan["phases"] = {"explore": {"sampler": sampler}}
-    table = validity.tuning_table(record).set_index("arm")
+    table = tuning.tuning_table(record).set_index("arm")
     assert table.loc["A", "how"] == f"tuned for the arm ({how})"

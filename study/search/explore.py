@@ -164,8 +164,8 @@ class ArmSearcher(SavedSearcher):
         self._asked += 1
         drawn_by = next_drawer(self._spec.explore.sampler, self._studies[arm.id], self._startup)
         trial = self._ask_new(arm)
-        sample = SampleRecord(arm.id, index, dict(trial.params), trial.number, self._seeds)
-        sample.drawn_by = drawn_by
+        sample = SampleRecord(arm.id, index, dict(trial.params), trial.number, self._seeds,
+                              drawn_by=drawn_by)  # fmt: skip
         self._book.add(sample)
         self._queue.extend((sample, seed) for seed in self._seeds)
         return True

@@ -181,12 +181,18 @@ def searched_range(spec) -> tuple[float, float]:
     return float(dist.low), float(dist.high)
 
 
+def contender_cache_tag(args, spec, key: str, name: str, repetition: int) -> str:
+    """The tag that finds one contender repetition in the cache: it changes with anything that
+    changes what the repetition would draw or cost."""
+    overrides = contender_overrides(name, spec, repetition)
+    return grid.contender_tag(key, spec, overrides, make_plan(spec).arms, cost.at_once(args, spec))
+
+
 def missing_contenders(args, spec, uri: str, key: str) -> int:
     """How many contender repetitions the cache lacks."""
-    arms, trials_at_once = make_plan(spec).arms, cost.at_once(args, spec)
     return sum(
-        not grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, grid.contender_tag(
-            key, spec, contender_overrides(name, spec, r), arms, trials_at_once))
+        not grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG,
+                             contender_cache_tag(args, spec, key, name, r))
         for r in range(args.repetitions) for name in args.contenders
     )  # fmt: skip
 
@@ -257,11 +263,13 @@ def measure(curves: pd.DataFrame, chosen: dict[str, float], signs: dict[str, flo
     an arm chose nothing): on dev, the grid's best mean minus its mean at the chosen lr; on
     test, its mean at the dev-best lr (the answer) minus at the chosen lr, so that test never
     selects and a chosen lr that happens to test better than the answer shows below zero."""
+    arms = dict(tuple(curves.groupby("arm")))
+    answers = {arm: grid.best(curve, "dev", signs["dev"])[0] for arm, curve in arms.items()}
     out = {}
     for column, sign in signs.items():
         regrets = {}
-        for arm, curve in curves.groupby("arm"):
-            answer = grid.best(curve, "dev", signs["dev"])[0]
+        for arm, curve in arms.items():
+            answer = answers[arm]
             at_chosen = grid.at_lr(curve, column, chosen.get(arm))
             regrets[arm] = sign * (grid.at_lr(curve, column, answer) - at_chosen)
         out[f"regret_{column}"] = float(np.mean(list(regrets.values())))
@@ -280,12 +288,11 @@ def sampled_lrs(trials: pd.DataFrame, by: str) -> tuple:
 def contender_run(args, spec, uri: str, key: str, name: str, repetition: int) -> tuple[str, bool]:
     """The study run of one contender repetition, and whether it was cached; a new one is
     tagged for the next call."""
-    overrides = contender_overrides(name, spec, repetition)
-    tag = grid.contender_tag(key, spec, overrides, make_plan(spec).arms, cost.at_once(args, spec))
+    tag = contender_cache_tag(args, spec, key, name, repetition)
     cached = grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, tag)
     if cached:
         return cached[0], True
-    run_id = runner(args, uri, args.storage)(overrides)
+    run_id = runner(args, uri, args.storage)(contender_overrides(name, spec, repetition))
     grid.tag(uri, [run_id], tag, grid.CONTENDER_TAG)
     return run_id, False
 

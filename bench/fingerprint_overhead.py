@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import yaml
+from support import trial_machine_line
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,6 +75,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="2: off, on, on, off")
     args = parser.parse_args()
     order = [False, True] + ([True, False] if args.rounds > 1 else [])
+    print(trial_machine_line(trial_config(False, args.threads, args.epochs)), flush=True)
     walls: dict[bool, list[float]] = {False: [], True: []}
     cpus: dict[bool, list[float]] = {False: [], True: []}
     with tempfile.TemporaryDirectory() as tmp:

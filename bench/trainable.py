@@ -50,6 +50,8 @@ import sys
 import time
 from pathlib import Path
 
+from support import machine_line
+
 LOOPS = ("ours", "trainer", "trainer_grouped")
 EVALUATED = ("ours", "trainer")
 
@@ -236,6 +238,7 @@ def run_variant(args, variant: str, precision: str) -> dict:
 def parent(args) -> None:
     """Rounds of all variants in turn; medians over rounds. One run of a variant on a shared
     2-core VM varies by about 10% from the next, more than the differences being measured."""
+    print(machine_line(" and ".join(args.precision) + " (each variant in each)"), flush=True)
     variants = [(loop, precision) for precision in args.precision for loop in LOOPS]
     rounds: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
     for number in range(1, args.repeats + 1):

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from study.names import tracking_uri
+from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
 from study.report.build import write_report
 from trainables.settings import EXIT_BAD_INPUT, OneLineParser, UserInputError, exit_codes, joined
 
@@ -59,8 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S")  # fmt: skip
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     uri = tracking_uri(args.tracking_uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():

@@ -269,9 +269,8 @@ def measure(curves: pd.DataFrame, chosen: dict[str, float], signs: dict[str, flo
     for column, sign in signs.items():
         regrets = {}
         for arm, curve in arms.items():
-            answer = answers[arm]
             at_chosen = grid.at_lr(curve, column, chosen.get(arm))
-            regrets[arm] = sign * (grid.at_lr(curve, column, answer) - at_chosen)
+            regrets[arm] = sign * (grid.at_lr(curve, column, answers[arm]) - at_chosen)
         out[f"regret_{column}"] = float(np.mean(list(regrets.values())))
         out |= {f"regret_{column} {arm}": value for arm, value in regrets.items()}
     return out

@@ -13,8 +13,9 @@ from study.plan import make_plan, max_epochs
 from study.precision import resolved_precision
 
 # seconds per trial-epoch of one 1-thread ner_depth default trial, two at once on the 2-core
-# machine (docs/benchmarks.md: 94 s measured in fp32; the bf16 step is about 2.1x faster)
-EPOCH_S = {"fp32": 95.0, "bf16": 45.0, "synthetic": 0.3}
+# machine, its evaluations and checkpoints included (docs/benchmarks.md: 94 s measured in fp32
+# on a CPU without native bf16, 24.7 s in bf16 on one with AVX-512 BF16)
+EPOCH_S = {"fp32": 95.0, "bf16": 25.0, "synthetic": 0.3}
 
 
 def at_once(args, spec) -> int:

@@ -55,14 +55,15 @@ max epochs, at a stated time per trial-epoch (`--epoch-s`, or this precision's f
 docs/benchmarks.md).
 
 Cost on the real model: ner_depth's default profile (2 arms, until_plateau up to 8 epochs)
-with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 3.6 hours in bf16 on the
+with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 2 hours in bf16 on the
 2-core machine, 7.6 in fp32. The contenders add 5 x 5 repetitions of 12 trials each (3 samples
 x 2 seeds x 2 arms), in the synthetic run 0.13-0.21 of the grid's trial-epochs per
-repetition: about 4 grids more, so the first full run is more than a day of fp32 here and
-the runs after it read the cache in minutes. Every confirm-phase trial keeps its trained
-tagger in the store's artifacts, as the study does (study.export reads them): the grid's 72
-and the coarse grids' 60 are about 11 GB of MiniLM taggers beside the cache.
-It has not been run here: a 2-core machine without native bf16 trains fp32 for hours. The
+repetition: about 4 grids more, so the first full run is about 10 hours of bf16 here (more
+than a day of fp32), and the runs after it read the cache in minutes. Every confirm-phase
+trial keeps its trained tagger in the store's artifacts, as the study does (study.export reads
+them): the grid's 72 and the coarse grids' 60 are about 11 GB of MiniLM taggers beside the
+cache.
+It has not been run here: no 2-core session has had those hours. The
 synthetic mode (`--trainable synthetic`: the response surface of trainables/settings/surface.py,
 no model; by default 10 grid lrs and 2 repetitions) runs everything in about 4 minutes to test
 the machinery; its numbers are never a finding, and everything it prints and writes says so.

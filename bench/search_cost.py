@@ -26,14 +26,14 @@ def at_once(args, spec) -> int:
 def _duration(args, spec, epochs: float) -> str:
     """`epochs` trial-epochs as wall time, at the stated (or --epoch-s) seconds per epoch."""
     precision = "synthetic" if spec.synthetic else resolved_precision(spec)
-    per_epoch = args.epoch_s or EPOCH_S[precision]
-    seconds = epochs * per_epoch / at_once(args, spec)
+    per_epoch, trials = args.epoch_s or EPOCH_S[precision], at_once(args, spec)
+    seconds = epochs * per_epoch / trials
     units = ((3600, "h", ".1f"), (60, "min", ".0f"), (1, "s", ".0f"))
     size, unit, form = next(u for u in units if seconds >= u[0] or u[0] == 1)
     took = f"{seconds / size:{form}} {unit}"
     source = "--epoch-s" if args.epoch_s else f"stated for {precision}"
     return (f"about {took} at {per_epoch:g} s per trial-epoch ({source}), "
-            f"{at_once(args, spec)} trials at once")  # fmt: skip
+            f"{trials} trials at once")  # fmt: skip
 
 
 def longest_trial(spec) -> float:

@@ -55,3 +55,5 @@ def estimate_contenders(args, spec, todo: int) -> None:
         say(args, f"contender repetitions not cached: {todo}, at most {epochs:.0f} "
             f"trial-epochs (ASHA and plateaus stop many trials sooner): "
             f"{_duration(args, spec, epochs)}")  # fmt: skip
+    elif args.estimate:
+        say(args, "every contender repetition is cached")

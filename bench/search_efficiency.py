@@ -82,10 +82,11 @@ import numpy as np
 import pandas as pd
 import search_cost as cost
 import search_reference as grid
+from search_ledger import TrialCache
 from search_outputs import NOT_A_FINDING, print_table, say, summary, write_outputs
 from support import machine_line
 
-from study import StudyStopped, UserInputError, load_trials, run_study
+from study import StudyStopped, UserInputError, run_study
 from study.plan import make_plan
 from study.precision import resolved_precision
 from study.search.confirm import best_per_arm
@@ -94,6 +95,7 @@ from study.stats import direction
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / ".cache" / "search_efficiency"
+LEDGER = REPO / "bench" / "search_efficiency_trials.csv"  # committed: bench/search_ledger.py
 # the synthetic surface standing in for MiniLM on WNUT-16: 6 blocks, 105 steps per epoch
 SURFACE = {"synthetic": {"layers": 6, "best_lr": 1.0e-4, "steps_per_epoch": 105}}
 EXPLORE_SEED_BASE, SAMPLER_SEED_STEP = 100, 100
@@ -115,7 +117,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--cache", help=f"MLflow store of the runs (default sqlite:///{CACHE}/mlflow.db)"
     )
+    p.add_argument(
+        "--ledger",
+        help=f"the committed copy of the cache's trials (default {LEDGER.relative_to(REPO)}; "
+        "synthetic: none); 'none': the store alone",
+    )
     p.add_argument("--refresh", action="store_true", help="retrain the cached runs")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="say what the cache holds and what training the rest would cost; train nothing",
+    )
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "search_efficiency")
     p.add_argument("--grid-lrs", type=int, help="dense grid points (default 12; synthetic 10)")
     p.add_argument("--grid-seeds", type=int, nargs="+", default=[1000, 1001, 1002])
@@ -139,6 +151,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     small = args.trainable == "synthetic"  # a check of the machinery: minutes, not hours
     args.grid_lrs = (10 if small else 12) if args.grid_lrs is None else args.grid_lrs
     args.repetitions = (2 if small else 5) if args.repetitions is None else args.repetitions
+    if args.estimate and args.refresh:
+        p.error("--estimate trains nothing, so it cannot --refresh")
+    if args.ledger is None:
+        args.ledger = None if small else LEDGER
+    else:
+        args.ledger = None if args.ledger == "none" else Path(args.ledger)
     if args.grid_lrs < 2 or args.repetitions < 1:
         p.error("--grid-lrs must be >= 2 and --repetitions >= 1")
     if args.grid_lrs_per_run is not None and args.grid_lrs_per_run < 1:
@@ -149,6 +167,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def texts(overrides: dict) -> list[str]:
     """`--set` texts of a mapping, values as JSON (which YAML reads back unchanged)."""
     return [f"{key}={json.dumps(value)}" for key, value in overrides.items()]
+
+
+def ledger_text(args) -> str:
+    return f" and ledger {args.ledger}" if args.ledger else ""
 
 
 def base_overrides(args) -> list[str]:
@@ -189,37 +211,39 @@ def contender_cache_tag(args, spec, key: str, name: str, repetition: int) -> str
     return grid.contender_tag(key, spec, overrides, make_plan(spec).arms, cost.at_once(args, spec))
 
 
-def missing_contenders(args, spec, uri: str, key: str) -> int:
+def missing_contenders(args, spec, cache, key: str) -> int:
     """How many contender repetitions the cache lacks."""
     return sum(
-        not grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG,
-                             contender_cache_tag(args, spec, key, name, r))
+        not cache.runs(grid.CONTENDER_TAG, contender_cache_tag(args, spec, key, name, r))
         for r in range(args.repetitions) for name in args.contenders
     )  # fmt: skip
 
 
-def reference(args, spec, uri: str) -> pd.DataFrame:
+def reference(args, spec, uri: str, cache) -> pd.DataFrame:
     """The dense grid's curves, from the cache, trained first where points are missing."""
     low, high = searched_range(spec)
     widen = 10**args.beyond
     lrs = grid.log_spaced(low / widen, high * widen, args.grid_lrs)
     key = grid.cache_key(spec, args.grid_seeds)
     if args.refresh:
-        say(args, f"--refresh: {grid.untag(uri, spec.name, key)} cached run(s) set aside")
+        say(args, f"--refresh: {cache.forget(key)} cached run(s) set aside")
     arms = make_plan(spec).arms
-    cached = grid.cached_trials(uri, spec.name, key)
+    cached = grid.cached_trials(cache, key)
     missing = grid.missing_points(arms, lrs, cached, args.grid_seeds)
     todo = sum(len(v) for v in missing.values())
-    say(args, f"grid cache {uri} (key {key}): {len(arms) * len(lrs) - todo} of "
-        f"{len(arms) * len(lrs)} points cached; --refresh retrains them all")  # fmt: skip
+    points = len(arms) * len(lrs)
+    say(args, f"grid cache {uri}{ledger_text(args)} (key {key}): {points - todo} of {points} "
+        "points cached; --refresh retrains them all")  # fmt: skip
     if todo:
         cost.estimate_grid(args, spec, todo)
+        if args.estimate:
+            return None
         started = time.time()
         run = runner(args, uri, args.storage)
 
         def run_and_cache(overrides: dict) -> str:
             run_id = run(overrides)
-            grid.tag(uri, [run_id], key)
+            cache.keep(run_id, grid.KEY_TAG, key)
             lrs = [point["lr"] for point in overrides["phases"]["confirm"]["select"]]
             say(args, f"grid: lr {', '.join(f'{lr:g}' for lr in lrs)} cached "
                 f"({time.time() - started:.0f} s since the grid started)")  # fmt: skip
@@ -228,7 +252,7 @@ def reference(args, spec, uri: str) -> pd.DataFrame:
         lrs_per_run = args.grid_lrs_per_run or (None if spec.synthetic else 1)
         grid.build_missing(arms, missing, args.grid_seeds, run_and_cache, lrs_per_run)
         say(args, f"grid: {todo} points trained in {time.time() - started:.0f} s")
-    trials = grid.cached_trials(uri, spec.name, key)
+    trials = grid.cached_trials(cache, key)
     curves = grid.curves(trials, lrs, spec.metric.name, spec.analysis.primary, args.grid_seeds)
     for point in curves[curves.seeds_completed < len(args.grid_seeds)].itertuples():
         say(args, f"grid {point.arm} lr {point.lr:g}: {point.seeds_completed} of "
@@ -285,30 +309,29 @@ def sampled_lrs(trials: pd.DataFrame, by: str) -> tuple:
                  for arm, group in firsts.groupby("arm"))  # fmt: skip
 
 
-def contender_run(args, spec, uri: str, key: str, name: str, repetition: int) -> tuple[str, bool]:
-    """The study run of one contender repetition, and whether it was cached; a new one is
-    tagged for the next call."""
+def contender_run(args, spec, uri: str, cache, key: str, name: str, repetition: int
+                  ) -> tuple[pd.DataFrame, bool]:  # fmt: skip
+    """The trials of one contender repetition's study run, and whether it was cached; a new
+    one is cached for the next call."""
     tag = contender_cache_tag(args, spec, key, name, repetition)
-    cached = grid.tagged_runs(uri, spec.name, grid.CONTENDER_TAG, tag)
-    if cached:
-        return cached[0], True
-    run_id = runner(args, uri, args.storage)(contender_overrides(name, spec, repetition))
-    grid.tag(uri, [run_id], tag, grid.CONTENDER_TAG)
-    return run_id, False
+    cached = cache.runs(grid.CONTENDER_TAG, tag)
+    if not cached:
+        run_id = runner(args, uri, args.storage)(contender_overrides(name, spec, repetition))
+        cache.keep(run_id, grid.CONTENDER_TAG, tag)
+    return cache.trials(cached[0] if cached else run_id), bool(cached)
 
 
-def run_contenders(args, spec, uri: str, curves: pd.DataFrame) -> pd.DataFrame:
+def run_contenders(args, spec, uri: str, cache, curves: pd.DataFrame) -> pd.DataFrame:
     key = grid.cache_key(spec, args.grid_seeds)
     signs = {"dev": 1.0 if spec.metric.mode == "max" else -1.0,
              "test": 1.0 if direction(spec.analysis.primary) == "max" else -1.0}  # fmt: skip
     grid_epochs = curves.trial_epochs.sum()
-    cost.estimate_contenders(args, spec, missing_contenders(args, spec, uri, key))
+    cost.estimate_contenders(args, spec, missing_contenders(args, spec, cache, key))
     rows = []
     for repetition in range(args.repetitions):
         drawn: dict[str, tuple] = {}
         for name in args.contenders:
-            run_id, cached = contender_run(args, spec, uri, key, name, repetition)
-            trials = load_trials(uri, spec.name, run_id)
+            trials, cached = contender_run(args, spec, uri, cache, key, name, repetition)
             by = "lr" if CONTENDERS[name] is None else "sample"
             chosen = chosen_lrs(trials, spec, by)
             epochs = float(trials.epoch.fillna(0).sum())
@@ -352,8 +375,15 @@ def main(argv: list[str] | None = None) -> int:
         say(args, machine_line("synthetic" if spec.synthetic else resolved_precision(spec)))
         if spec.synthetic:
             say(args, NOT_A_FINDING)
-        curves = reference(args, spec, uri)
-        reps = run_contenders(args, spec, uri, curves)
+        cache = TrialCache(uri, args.ledger, spec.name, [spec.metric.name, spec.analysis.primary])
+        if copied := cache.sync():
+            say(args, f"ledger {args.ledger}: {copied} cached run(s) copied in from {uri}")
+        curves = reference(args, spec, uri, cache)
+        if args.estimate:
+            key = grid.cache_key(spec, args.grid_seeds)
+            cost.estimate_contenders(args, spec, missing_contenders(args, spec, cache, key))
+            return 0
+        reps = run_contenders(args, spec, uri, cache, curves)
     except UserInputError as err:
         print(f"search_efficiency: {err}", file=sys.stderr)
         return 2

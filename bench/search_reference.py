@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
-from study import load_trials
 from study.fingerprint import data_fingerprint, model_fingerprint
 from study.names import CONFIRM
 from study.plan import Arm
@@ -70,10 +69,10 @@ def tagged_runs(uri: str, study: str, tag: str, value: str) -> list[str]:
     return [run.info.run_id for run in runs]
 
 
-def cached_trials(uri: str, study: str, key: str) -> pd.DataFrame:
-    """The confirm trials of every run tagged with `key`, one row per trial."""
-    runs = tagged_runs(uri, study, KEY_TAG, key)
-    tables = [load_trials(uri, study, run_id) for run_id in runs]
+def cached_trials(cache, key: str) -> pd.DataFrame:
+    """The confirm trials of every study run tagged with `key` in `cache` (a
+    search_ledger.TrialCache), one row per trial."""
+    tables = [cache.trials(run_id) for run_id in cache.runs(KEY_TAG, key)]
     tables = [t[t.phase == CONFIRM] for t in tables if len(t)]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 

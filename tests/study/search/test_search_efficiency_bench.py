@@ -1,7 +1,8 @@
 """bench/search_efficiency.py end to end in its synthetic mode, with tiny counts: a dense grid of
 10 lrs x 3 seeds, the 5 contenders x 2 repetitions, all trained by the study machinery on the
 synthetic surface; then the same command again, which must find everything in its MLflow
-cache, train nothing and print the same table.
+cache, train nothing and print the same table; then again with a new, empty MLflow store and
+only the ledger the first run wrote (a fresh clone's cache), which must do the same.
 
 The profile's budget is set to a fixed 3 epochs (`fixed.budget=null`), so that the coarse
 grid's cost share has an exact value: 3 samples x 2 seeds against 10 lrs x 3 seeds, 0.2.
@@ -24,25 +25,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.study]
 CONTENDERS = {"study", "tpe", "random_asha", "random", "coarse_grid"}
 
 
-def _bench(tmp_path) -> subprocess.CompletedProcess:
+def _bench(tmp_path, store: str = "cache.db", *more: str) -> subprocess.CompletedProcess:
     command = [
         sys.executable, "bench/search_efficiency.py", "--trainable", "synthetic",
         "--grid-lrs", "10", "--repetitions", "2", "--set", "fixed.budget=null",
-        "--cache", f"sqlite:///{tmp_path / 'cache.db'}", "--out", str(tmp_path / "out"),
-        "--num-cpus", "2",
+        "--cache", f"sqlite:///{tmp_path / store}", "--out", str(tmp_path / "out"),
+        "--ledger", str(tmp_path / "ledger.csv"), "--num-cpus", "2", *more,
     ]  # fmt: skip
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done
 
 
-def _runs(tmp_path) -> int:
-    client = MlflowClient(f"sqlite:///{tmp_path / 'cache.db'}")
+def _runs(tmp_path, store: str = "cache.db") -> int:
+    client = MlflowClient(f"sqlite:///{tmp_path / store}")
     experiment = client.get_experiment_by_name("ner_depth")
+    if experiment is None:
+        return 0
     return len(client.search_runs([experiment.experiment_id], max_results=10000))
 
 
 def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
+    estimate = _bench(tmp_path, "cache.db", "--estimate")
+    assert "0 of 20 points cached" in estimate.stdout and "trial-epochs" in estimate.stdout
+    assert _runs(tmp_path) == 0 and not (tmp_path / "ledger.csv").exists()  # trained nothing
     first = _bench(tmp_path)
     table = pd.read_csv(tmp_path / "out" / "synthetic-search_efficiency.csv")
     reps = pd.read_csv(tmp_path / "out" / "synthetic-repetitions.csv")
@@ -72,3 +78,17 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     assert "building the grid cache" not in again.stdout
     rerun = pd.read_csv(tmp_path / "out" / "synthetic-search_efficiency.csv")
     pd.testing.assert_frame_equal(rerun, table)
+
+    # a fresh clone: no store, only the committed ledger, which has every run: the grid's one
+    # (synthetic: all its lrs in one run), 10 lrs x 2 arms x 3 seeds, and the 10 contender
+    # repetitions, 3 lrs x 2 seeds x 2 arms each
+    ledger = pd.read_csv(tmp_path / "ledger.csv")
+    assert ledger.study_run.nunique() == 1 + 10 and len(ledger) == 60 + 10 * 12, ledger
+    estimate = _bench(tmp_path, "fresh.db", "--estimate")
+    assert "every contender repetition is cached" in estimate.stdout
+    fresh = _bench(tmp_path, "fresh.db")
+    assert _runs(tmp_path, "fresh.db") == 0
+    assert "20 of 20 points cached" in fresh.stdout and fresh.stdout.count("(cached)") == 10
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "out" / "synthetic-search_efficiency.csv"), table
+    )

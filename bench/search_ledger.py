@@ -1,0 +1,129 @@
+"""bench/search_efficiency.py's cache as two copies: the MLflow store the runs are trained into,
+and a committed ledger of their trials (one CSV row per trial), so that a fresh clone has the
+cache without the store. The machines this project is measured on keep nothing between
+sittings, and the first full run on MiniLM takes longer than one sitting: the ledger is what
+lets it be built over several, each committing what it trained.
+
+A cached study run is found by its cache tag (`search_reference.KEY_TAG` with the grid's key,
+`CONTENDER_TAG` with a contender repetition's tag) in either copy. Each run is copied into the
+ledger as soon as it is tagged, and on start every tagged store run the ledger lacks is copied
+too. The ledger holds what the bench reads (arm, phase, sample, seed, status, lr, last epoch,
+the study's metric and primary metric) and the MLflow ids of the run and its trials, as the
+store that trained them named them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import search_reference as grid
+from mlflow.tracking import MlflowClient
+
+from study import load_trials
+
+# what identifies a ledger row's study run, then the trial columns the bench reads
+RUN_COLUMNS = ["study", "cache_tag", "cache_value", "study_run"]
+TRIAL_COLUMNS = ["run_id", "phase", "arm", "sample", "seed", "status", "lr", "epoch"]
+TAGS = (grid.KEY_TAG, grid.CONTENDER_TAG)
+
+
+def read(path: Path | None) -> pd.DataFrame:
+    """The ledger's rows (none where there is no ledger yet)."""
+    if path is None or not path.exists():
+        return pd.DataFrame(columns=RUN_COLUMNS + TRIAL_COLUMNS)
+    return pd.read_csv(path, dtype={"cache_value": str, "study_run": str, "run_id": str})
+
+
+def write(path: Path, rows: pd.DataFrame) -> None:
+    """The whole ledger, in a stable order (so a commit's diff shows only new rows), written
+    beside and then moved over the old one: a crash leaves the old ledger or the new, never
+    half of one."""
+    rows = rows.sort_values(["study", "cache_tag", "cache_value", "study_run", "run_id"],
+                            kind="stable", ignore_index=True)  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    rows.to_csv(partial, index=False)
+    os.replace(partial, path)
+
+
+def _matches(values: pd.Series, value: str) -> pd.Series:
+    """`value` as the store's tag search reads it: a trailing % matches any text."""
+    if value.endswith("%"):
+        return values.str.startswith(value[:-1])
+    return values == value
+
+
+class TrialCache:
+    """The cached study runs of one study: in the store `uri`, in the ledger `path` (None: the
+    store alone), or both."""
+
+    def __init__(self, uri: str, path: Path | None, study: str, metrics: list[str]):
+        self.uri, self.path, self.study = uri, path, study
+        self.columns = TRIAL_COLUMNS + [m for m in dict.fromkeys(metrics)]
+        self.rows = read(path)
+        self.rows = self.rows[self.rows.study == study]
+
+    def runs(self, tag: str, value: str) -> list[str]:
+        """The study runs tagged `tag` = `value` in either copy, store first."""
+        stored = grid.tagged_runs(self.uri, self.study, tag, value)
+        mine = self.rows[(self.rows.cache_tag == tag) & _matches(self.rows.cache_value, value)]
+        return list(dict.fromkeys([*stored, *mine.study_run]))
+
+    def trials(self, study_run: str) -> pd.DataFrame:
+        """One row per trial of a cached study run: from the ledger where it has the run (what
+        the bench reads is there), else from the store."""
+        mine = self.rows[self.rows.study_run == study_run]
+        if len(mine):
+            return mine[self.columns].reset_index(drop=True)
+        return load_trials(self.uri, self.study, study_run)
+
+    def keep(self, study_run: str, tag: str, value: str) -> None:
+        """Tag a finished study run in the store and copy its trials into the ledger."""
+        grid.tag(self.uri, [study_run], value, tag)
+        self._copy(study_run, tag, value)
+
+    def forget(self, key: str) -> int:
+        """`--refresh`: the grid's and the contenders' runs of this key are no longer cached,
+        in the store (untagged) or in the ledger (dropped); how many runs were set aside."""
+        untagged = grid.untag(self.uri, self.study, key)
+        of_key = self.rows.cache_value.str.split(":").str[0] == key
+        dropped = self.rows[of_key].study_run.nunique()
+        if dropped and self.path is not None:
+            rest = read(self.path)
+            write(self.path, rest[~((rest.study == self.study) & rest.study_run.isin(
+                self.rows[of_key].study_run))])  # fmt: skip
+        self.rows = self.rows[~of_key]
+        return untagged + dropped
+
+    def sync(self) -> int:
+        """Copy every tagged store run the ledger lacks into it (runs trained before there was a
+        ledger, or by a bench run with another ledger); how many."""
+        if self.path is None:
+            return 0
+        client = MlflowClient(self.uri)
+        experiment = client.get_experiment_by_name(self.study)
+        if experiment is None:
+            return 0
+        copied = 0
+        for tag in TAGS:
+            for run in client.search_runs([experiment.experiment_id], f"tags.`{tag}` LIKE '%'"):
+                if run.info.run_id not in set(self.rows.study_run):
+                    self._copy(run.info.run_id, tag, run.data.tags[tag])
+                    copied += 1
+        return copied
+
+    def _copy(self, study_run: str, tag: str, value: str) -> None:
+        if self.path is None:
+            return
+        trials = load_trials(self.uri, self.study, study_run)
+        trials = trials.reindex(columns=self.columns)
+        head = {"study": self.study, "cache_tag": tag, "cache_value": value,
+                "study_run": study_run}  # fmt: skip
+        new = trials.assign(**head)[RUN_COLUMNS + self.columns]
+        rest = read(self.path)
+        rest = rest[rest.study_run != study_run]
+        write(self.path, pd.concat([rest, new], ignore_index=True) if len(rest) else new)
+        self.rows = pd.concat([self.rows[self.rows.study_run != study_run], new],
+                              ignore_index=True)  # fmt: skip

@@ -44,15 +44,19 @@ in the MLflow store `--cache` (default sqlite under bench/.cache/search_efficien
 committed; Ray's results beside it), tagged with a key of the study, profile, trainable,
 model and data fingerprints, precision, metric, fixed settings and grid seeds (a contender's
 also with the search range, the explore settings and its overrides; bench/search_reference.py
-says what invalidates it). A rerun trains only the grid points and contender repetitions the
-store lacks, so with a full cache it only reads and prints. The grid trains one learning rate
-per study run (`--grid-lrs-per-run`), each cached as it ends, so Ctrl-C or a crash loses
-only the run that was training, and the cache can be built over several sittings (the
-contender repetitions are cached one by one too). `--refresh` retrains everything of
-this key (after a change to the training code, which the key does not see). Without a cache,
-the script first prints how long building the grid takes: at most its trials x the budget's
-max epochs, at a stated time per trial-epoch (`--epoch-s`, or this precision's figure from
-docs/benchmarks.md).
+says what invalidates it). Each tagged run's trials are copied at once into the ledger
+(`--ledger`, default bench/search_efficiency_trials.csv, committed; bench/search_ledger.py), so
+a fresh clone has the cache without the store: commit the ledger after a sitting that trained.
+A rerun trains only the grid points and contender repetitions neither copy has, so with a
+full cache it only reads and prints. The grid trains one learning rate per study run
+(`--grid-lrs-per-run`), each cached as it ends, so Ctrl-C or a crash loses only the run that
+was training, and the cache can be built over several sittings (the contender repetitions
+are cached one by one too). `--refresh` retrains everything of this key (after a change to
+the training code, which the key does not see), dropping its rows from the ledger.
+`--estimate` says what the cache holds and what training the rest costs, and trains nothing;
+without a full cache the script says the same before it starts training: at most the
+missing trials x the budget's max epochs, at a stated time per trial-epoch (`--epoch-s`, or
+this precision's figure from docs/benchmarks.md).
 
 Cost on the real model: ner_depth's default profile (2 arms, until_plateau up to 8 epochs)
 with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 2 hours in bf16 on the

@@ -59,15 +59,14 @@ missing trials x the budget's max epochs, at a stated time per trial-epoch (`--e
 this precision's figure from docs/benchmarks.md).
 
 Cost on the real model: ner_depth's default profile (2 arms, until_plateau up to 8 epochs)
-with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs: about 2 hours in bf16 on the
-2-core machine, 7.6 in fp32. The contenders add 5 x 5 repetitions of 12 trials each (3 samples
-x 2 seeds x 2 arms), in the synthetic run 0.13-0.21 of the grid's trial-epochs per
-repetition: about 4 grids more, so the first full run is about 10 hours of bf16 here (more
-than a day of fp32), and the runs after it read the cache in minutes. Every confirm-phase
-trial keeps its trained tagger in the store's artifacts, as the study does (study.export reads
-them): the grid's 72 and the coarse grids' 60 are about 11 GB of MiniLM taggers beside the
-cache.
-It has not been run here: no 2-core session has had those hours. The
+with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs; on the 2-core machine in bf16
+they trained 375.9 in 69 min (fp32 is about 4 times slower). The contenders add 5 x 5
+repetitions of 12 trials each (3 samples x 2 seeds x 2 arms), at most 2400 trial-epochs;
+docs/benchmarks.md says what the measured ones cost. The ledger holds what has been trained,
+so each sitting trains only what is missing, and once all is cached the script reads and
+prints in minutes. Every confirm-phase trial keeps its trained tagger in the store's
+artifacts, as the study does (study.export reads them): the grid's 72 and the coarse grids'
+60 are about 11 GB of MiniLM taggers beside the store (never in the ledger). The
 synthetic mode (`--trainable synthetic`: the response surface of trainables/settings/surface.py,
 no model; by default 10 grid lrs and 2 repetitions) runs everything in about 4 minutes to test
 the machinery; its numbers are never a finding, and everything it prints and writes says so.

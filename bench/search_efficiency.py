@@ -237,6 +237,9 @@ def reference(args, spec, uri: str, cache) -> pd.DataFrame:
     points = len(arms) * len(lrs)
     say(args, f"grid cache {uri}{ledger_text(args)} (key {key}): {points - todo} of {points} "
         "points cached; --refresh retrains them all")  # fmt: skip
+    if todo == points and (others := cache.other_grid_keys(key)):
+        say(args, f"the ledger has grid runs of other keys only ({', '.join(others)}): another "
+            "precision, model, data, profile or seeds than this run's")  # fmt: skip
     if todo:
         cost.estimate_grid(args, spec, todo)
         if args.estimate:

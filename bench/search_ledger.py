@@ -71,6 +71,12 @@ class TrialCache:
         mine = self.rows[(self.rows.cache_tag == tag) & _matches(self.rows.cache_value, value)]
         return list(dict.fromkeys([*stored, *mine.study_run]))
 
+    def other_grid_keys(self, key: str) -> list[str]:
+        """The grid keys the ledger holds runs of, but `key` (another precision, model, data,
+        profile or grid seeds), to say why a fresh clone's cache may miss."""
+        keys = self.rows[self.rows.cache_tag == grid.KEY_TAG].cache_value.unique()
+        return sorted(k for k in keys if k != key)
+
     def trials(self, study_run: str) -> pd.DataFrame:
         """One row per trial of a cached study run: from the ledger where it has the run (what
         the bench reads is there), else from the store."""

@@ -86,12 +86,48 @@ def plot(args, table: pd.DataFrame, reps: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_grid(args, curves: pd.DataFrame, reps: pd.DataFrame, path: Path) -> None:
+    """The reference itself: each arm's mean dev metric over lr (± its sd over the grid's
+    seeds) and mean test, the study's search range shaded, and every lr a contender chose
+    marked below, so the regret table can be checked by eye."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = list(curves.groupby("arm"))
+    fig, axes = plt.subplots(1, len(arms), figsize=(5 * len(arms), 4), sharey=True,
+                             squeeze=False)  # fmt: skip
+    for ax, (arm, curve) in zip(axes[0], arms, strict=True):
+        ax.axvspan(*args.search_range, color="grey", alpha=0.12, label="study's search range")
+        ax.fill_between(curve.lr, curve.dev - curve.dev_sd, curve.dev + curve.dev_sd,
+                        color="C0", alpha=0.2)  # fmt: skip
+        ax.plot(curve.lr, curve.dev, "o-", color="C0", label="dev (mean ± sd over seeds)")
+        ax.plot(curve.lr, curve.test, "s--", color="C1", label="test (mean)")
+        chosen = reps.get(f"lr {arm}", pd.Series(dtype=float)).dropna()
+        ax.plot(chosen, [0.0] * len(chosen), "|", color="C3", markersize=14,
+                label=f"lrs the contenders chose ({len(chosen)})")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_xlabel("learning rate")
+        ax.set_title(arm, fontsize=9)
+    axes[0][0].set_ylabel("metric over the grid's seeds")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    title = f"{args.study} ({args.profile}): the dense lr grid"
+    fig.suptitle(title if args.trainable != "synthetic" else f"{title}\n{NOT_A_FINDING}",
+                 fontsize=9)  # fmt: skip
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def write_outputs(args, table, reps, curves) -> None:
     prefix = "synthetic-" if args.trainable == "synthetic" else ""
-    names = ("search_efficiency.csv", "repetitions.csv", "grid.csv", "search_efficiency.png")
+    names = ("search_efficiency.csv", "repetitions.csv", "grid.csv", "search_efficiency.png",
+             "grid.png")  # fmt: skip
     files = {name: args.out / f"{prefix}{name}" for name in names}
     table.to_csv(files["search_efficiency.csv"], index=False)
     reps.to_csv(files["repetitions.csv"], index=False)
     curves.to_csv(files["grid.csv"], index=False)
     plot(args, table, reps, files["search_efficiency.png"])
+    plot_grid(args, curves, reps, files["grid.png"])
     say(args, "wrote " + ", ".join(str(p) for p in files.values()))

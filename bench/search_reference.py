@@ -161,8 +161,9 @@ def tag(uri: str, run_ids: list[str], value: str, name: str = KEY_TAG) -> None:
 def curves(
     trials: pd.DataFrame, lrs: list[float], metric: str, primary: str, seeds: list[int]
 ) -> pd.DataFrame:
-    """Per arm and grid lr: the mean study metric and mean primary metric over the grid seeds
-    (NaN unless every seed completed), the seeds completed and the trial-epochs spent."""
+    """Per arm and grid lr: the mean study metric (and its sd) and mean primary metric over the
+    grid seeds (NaN unless every seed completed), the seeds completed and the trial-epochs
+    spent."""
     wanted = {lr_key(lr) for lr in lrs}
     trials = complete_trials(trials[trials.lr.map(lr_key).isin(wanted)], seeds)
     rows = []
@@ -170,6 +171,7 @@ def curves(
         done = group[group.status == "completed"]
         whole = len(done) == len(seeds)
         rows.append({"arm": arm, "lr": lr, "dev": done[metric].mean() if whole else math.nan,
+                     "dev_sd": done[metric].std() if whole else math.nan,
                      "test": done[primary].mean() if whole else math.nan,
                      "seeds_completed": len(done),
                      "trial_epochs": group.epoch.fillna(0).sum()})  # fmt: skip

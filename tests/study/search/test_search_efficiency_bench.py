@@ -68,6 +68,8 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     assert coarse.tolist() == pytest.approx([0.2, 0.2], abs=1e-12)
     assert (table.trainable == "synthetic (not a finding)").all()
     assert (tmp_path / "out" / "synthetic-search_efficiency.png").stat().st_size > 0
+    assert (tmp_path / "out" / "synthetic-grid.png").stat().st_size > 0
+    assert (grid.dev_sd > 0).all()  # the sd over the 3 grid seeds the grid plot shades
     assert "SYNTHETIC: a response surface tests the machinery" in first.stdout
     runs = _runs(tmp_path)
 

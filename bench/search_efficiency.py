@@ -82,10 +82,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import search_cost as cost
 import search_reference as grid
+from search_contenders import CONTENDERS, missing_contenders, run_contenders
 from search_ledger import TrialCache
 from search_outputs import NOT_A_FINDING, print_table, say, summary, write_outputs
 from support import machine_line
@@ -93,24 +93,13 @@ from support import machine_line
 from study import StudyStopped, UserInputError, run_study
 from study.plan import make_plan
 from study.precision import resolved_precision
-from study.search.confirm import best_per_arm
 from study.spec import LogUniform, load_study
-from study.stats import direction
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / "bench" / ".cache" / "search_efficiency"
 LEDGER = REPO / "bench" / "search_efficiency_trials.csv"  # committed: bench/search_ledger.py
 # the synthetic surface standing in for MiniLM on WNUT-16: 6 blocks, 105 steps per epoch
 SURFACE = {"synthetic": {"layers": 6, "best_lr": 1.0e-4, "steps_per_epoch": 105}}
-EXPLORE_SEED_BASE, SAMPLER_SEED_STEP = 100, 100
-# contender -> what its explore-only run overrides (the coarse grid runs confirm instead)
-CONTENDERS = {
-    "study": {},
-    "tpe": {"phases.explore.sampler": "tpe", "phases.explore.asha": None},
-    "random_asha": {"phases.explore.sampler": "random"},
-    "random": {"phases.explore.sampler": "random", "phases.explore.asha": None},
-    "coarse_grid": None,
-}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -208,21 +197,6 @@ def searched_range(spec) -> tuple[float, float]:
     return float(dist.low), float(dist.high)
 
 
-def contender_cache_tag(args, spec, key: str, name: str, repetition: int) -> str:
-    """The tag that finds one contender repetition in the cache: it changes with anything that
-    changes what the repetition would draw or cost."""
-    overrides = contender_overrides(name, spec, repetition)
-    return grid.contender_tag(key, spec, overrides, make_plan(spec).arms, cost.at_once(args, spec))
-
-
-def missing_contenders(args, spec, cache, key: str) -> int:
-    """How many contender repetitions the cache lacks."""
-    return sum(
-        not cache.runs(grid.CONTENDER_TAG, contender_cache_tag(args, spec, key, name, r))
-        for r in range(args.repetitions) for name in args.contenders
-    )  # fmt: skip
-
-
 def reference(args, spec, uri: str, cache) -> pd.DataFrame:
     """The dense grid's curves, from the cache, trained first where points are missing."""
     low, high = searched_range(spec)
@@ -267,95 +241,6 @@ def reference(args, spec, uri: str, cache) -> pd.DataFrame:
     return curves
 
 
-def contender_overrides(name: str, spec, repetition: int) -> dict:
-    count = len(spec.explore.seeds)
-    seeds = [EXPLORE_SEED_BASE + count * repetition + k for k in range(count)]
-    if CONTENDERS[name] is None:  # the coarse grid: every lr on the explore seeds, unpruned
-        lrs = grid.log_spaced(*searched_range(spec), spec.explore.samples)
-        return {"phases": {"confirm": {"select": [{"lr": lr} for lr in lrs], "seeds": seeds}}}
-    sampler_seed = SAMPLER_SEED_STEP * repetition
-    return {"phases.confirm": None, "phases.explore.seeds": seeds,
-            "phases.explore.sampler_seed": sampler_seed, **CONTENDERS[name]}  # fmt: skip
-
-
-def chosen_lrs(trials: pd.DataFrame, spec, by: str) -> dict[str, float]:
-    """Per arm, the lr the study's rule picks: best seed mean among samples (or grid lrs, `by`)
-    whose seeds all completed."""
-    seeds = len(spec.explore.seeds)
-    candidates = [
-        (arm, group[spec.metric.name].tolist(), {"lr": float(group.lr.iloc[0])})
-        for (arm, _), group in trials.groupby(["arm", by])
-        if len(group) == seeds and (group.status == "completed").all()
-    ]
-    return {arm: p["lr"] for arm, (_, p) in best_per_arm(candidates, spec.metric.mode).items()}
-
-
-def measure(curves: pd.DataFrame, chosen: dict[str, float], signs: dict[str, float]) -> dict:
-    """Regret of the chosen lrs on the grid's curves, per arm and averaged over arms (NaN where
-    an arm chose nothing): on dev, the grid's best mean minus its mean at the chosen lr; on
-    test, its mean at the dev-best lr (the answer) minus at the chosen lr, so that test never
-    selects and a chosen lr that happens to test better than the answer shows below zero."""
-    arms = dict(tuple(curves.groupby("arm")))
-    answers = {arm: grid.best(curve, "dev", signs["dev"])[0] for arm, curve in arms.items()}
-    out = {}
-    for column, sign in signs.items():
-        regrets = {}
-        for arm, curve in arms.items():
-            at_chosen = grid.at_lr(curve, column, chosen.get(arm))
-            regrets[arm] = sign * (grid.at_lr(curve, column, answers[arm]) - at_chosen)
-        out[f"regret_{column}"] = float(np.mean(list(regrets.values())))
-        out |= {f"regret_{column} {arm}": value for arm, value in regrets.items()}
-    return out
-
-
-def sampled_lrs(trials: pd.DataFrame, by: str) -> tuple:
-    """The learning rates a repetition tried, per arm in order, to tell apart contenders that
-    drew the same (TPE asked before its start-up samples had ended draws as random search)."""
-    firsts = trials.sort_values(by).drop_duplicates(["arm", by])
-    return tuple((arm, tuple(round(float(lr), 12) for lr in group.lr))
-                 for arm, group in firsts.groupby("arm"))  # fmt: skip
-
-
-def contender_run(args, spec, uri: str, cache, key: str, name: str, repetition: int
-                  ) -> tuple[pd.DataFrame, bool]:  # fmt: skip
-    """The trials of one contender repetition's study run, and whether it was cached; a new
-    one is cached for the next call."""
-    tag = contender_cache_tag(args, spec, key, name, repetition)
-    cached = cache.runs(grid.CONTENDER_TAG, tag)
-    if not cached:
-        run_id = runner(args, uri, args.storage)(contender_overrides(name, spec, repetition))
-        cache.keep(run_id, grid.CONTENDER_TAG, tag)
-    return cache.trials(cached[0] if cached else run_id), bool(cached)
-
-
-def run_contenders(args, spec, uri: str, cache, curves: pd.DataFrame) -> pd.DataFrame:
-    key = grid.cache_key(spec, args.grid_seeds)
-    signs = {"dev": 1.0 if spec.metric.mode == "max" else -1.0,
-             "test": 1.0 if direction(spec.analysis.primary) == "max" else -1.0}  # fmt: skip
-    grid_epochs = curves.trial_epochs.sum()
-    cost.estimate_contenders(args, spec, missing_contenders(args, spec, cache, key))
-    rows = []
-    for repetition in range(args.repetitions):
-        drawn: dict[str, tuple] = {}
-        for name in args.contenders:
-            trials, cached = contender_run(args, spec, uri, cache, key, name, repetition)
-            by = "lr" if CONTENDERS[name] is None else "sample"
-            chosen = chosen_lrs(trials, spec, by)
-            epochs = float(trials.epoch.fillna(0).sum())
-            drawn[name] = sampled_lrs(trials, by)
-            same = [other for other in drawn if other != name and drawn[other] == drawn[name]]
-            row = {"contender": name, "repetition": repetition, "trial_epochs": epochs,
-                   "cost_share": epochs / grid_epochs, "same_draws_as": " ".join(same),
-                   "arms_chose_nothing": curves.arm.nunique() - len(chosen),
-                   **measure(curves, chosen, signs)}  # fmt: skip
-            rows.append(row | {f"lr {arm}": lr for arm, lr in chosen.items()})
-            say(args, f"{name} repetition {repetition}{' (cached)' if cached else ''}: chose "
-                f"{ {arm: float(f'{lr:.3g}') for arm, lr in chosen.items()} }, regret dev "
-                f"{row['regret_dev']:.4f}, cost share {row['cost_share']:.3f}"
-                + (f"; drew the same lrs as {', '.join(same)}" if same else ""))  # fmt: skip
-    return pd.DataFrame(rows)
-
-
 def start_ray(num_cpus: int | None) -> None:
     """One Ray for every study run (each run_study would start and stop its own), started at
     the first: a run that finds everything cached starts none."""
@@ -390,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             key = grid.cache_key(spec, args.grid_seeds)
             cost.estimate_contenders(args, spec, missing_contenders(args, spec, cache, key))
             return 0
-        reps = run_contenders(args, spec, uri, cache, curves)
+        reps = run_contenders(args, spec, runner(args, uri, args.storage), cache, curves)
     except UserInputError as err:
         print(f"search_efficiency: {err}", file=sys.stderr)
         return 2

@@ -35,12 +35,13 @@ def contender_cache_tag(args, spec, key: str, name: str, repetition: int) -> str
     return grid.contender_tag(key, spec, overrides, make_plan(spec).arms, cost.at_once(args, spec))
 
 
-def missing_contenders(args, spec, cache, key: str) -> int:
-    """How many contender repetitions the cache lacks."""
-    return sum(
-        not cache.runs(grid.CONTENDER_TAG, contender_cache_tag(args, spec, key, name, r))
-        for r in range(args.repetitions) for name in args.contenders
-    )  # fmt: skip
+def estimate_missing(args, spec, cache, key: str) -> None:
+    """Say how many contender repetitions the cache lacks and what they cost, at most and at
+    the trial-epochs the cached ones took."""
+    runs = [cache.runs(grid.CONTENDER_TAG, contender_cache_tag(args, spec, key, name, r))
+            for r in range(args.repetitions) for name in args.contenders]  # fmt: skip
+    measured = [float(cache.trials(found[0]).epoch.fillna(0).sum()) for found in runs if found]
+    cost.estimate_contenders(args, spec, sum(not found for found in runs), measured)
 
 
 def contender_overrides(name: str, spec, repetition: int, search_range: tuple) -> dict:
@@ -114,7 +115,7 @@ def run_contenders(args, spec, run: Callable[[dict], str], cache, curves: pd.Dat
     signs = {"dev": 1.0 if spec.metric.mode == "max" else -1.0,
              "test": 1.0 if direction(spec.analysis.primary) == "max" else -1.0}  # fmt: skip
     grid_epochs = curves.trial_epochs.sum()
-    cost.estimate_contenders(args, spec, missing_contenders(args, spec, cache, key))
+    estimate_missing(args, spec, cache, key)
     rows = []
     for repetition in range(args.repetitions):
         drawn: dict[str, tuple] = {}

@@ -23,14 +23,17 @@ def at_once(args, spec) -> int:
     return max(1, int((args.num_cpus or os.cpu_count() or 1) // spec.resources.get("cpu", 1)))
 
 
-def _duration(args, spec, epochs: float) -> str:
-    """`epochs` trial-epochs as wall time, at the stated (or --epoch-s) seconds per epoch."""
+def _duration(args, spec, epochs: float, terse: bool = False) -> str:
+    """`epochs` trial-epochs as wall time, at the stated (or --epoch-s) seconds per epoch (terse:
+    the time alone)."""
     precision = "synthetic" if spec.synthetic else resolved_precision(spec)
     per_epoch, trials = args.epoch_s or EPOCH_S[precision], at_once(args, spec)
     seconds = epochs * per_epoch / trials
     units = ((3600, "h", ".1f"), (60, "min", ".0f"), (1, "s", ".0f"))
     size, unit, form = next(u for u in units if seconds >= u[0] or u[0] == 1)
     took = f"{seconds / size:{form}} {unit}"
+    if terse:
+        return f"about {took}"
     source = "--epoch-s" if args.epoch_s else f"stated for {precision}"
     return (f"about {took} at {per_epoch:g} s per trial-epoch ({source}), "
             f"{trials} trials at once")  # fmt: skip
@@ -47,13 +50,19 @@ def estimate_grid(args, spec, todo: int) -> None:
         f"seeds, at most {epochs:.0f} trial-epochs: {_duration(args, spec, epochs)}")  # fmt: skip
 
 
-def estimate_contenders(args, spec, todo: int) -> None:
-    """What `todo` contender repetitions cost at most (ASHA and plateaus stop many sooner)."""
+def estimate_contenders(args, spec, todo: int, measured: list[float]) -> None:
+    """What `todo` contender repetitions cost at most (ASHA and plateaus stop many sooner), and
+    at the mean trial-epochs of the `measured` (cached) ones."""
     if todo:
         trials = spec.explore.samples * len(spec.explore.seeds) * len(make_plan(spec).arms)
         epochs = todo * trials * longest_trial(spec)
+        likely = ""
+        if measured:
+            mean = sum(measured) / len(measured)
+            likely = (f"; at the {len(measured)} cached ones' mean of {mean:.0f} trial-epochs, "
+                      f"{_duration(args, spec, todo * mean, terse=True)}")  # fmt: skip
         say(args, f"contender repetitions not cached: {todo}, at most {epochs:.0f} "
             f"trial-epochs (ASHA and plateaus stop many trials sooner): "
-            f"{_duration(args, spec, epochs)}")  # fmt: skip
+            f"{_duration(args, spec, epochs)}{likely}")  # fmt: skip
     elif args.estimate:
         say(args, "every contender repetition is cached")

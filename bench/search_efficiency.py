@@ -85,7 +85,7 @@ from pathlib import Path
 import pandas as pd
 import search_cost as cost
 import search_reference as grid
-from search_contenders import CONTENDERS, missing_contenders, run_contenders
+from search_contenders import CONTENDERS, estimate_missing, run_contenders
 from search_ledger import TrialCache
 from search_outputs import NOT_A_FINDING, print_table, say, summary, write_outputs
 from support import machine_line
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         curves = reference(args, spec, uri, cache)
         if args.estimate:
             key = grid.cache_key(spec, args.grid_seeds)
-            cost.estimate_contenders(args, spec, missing_contenders(args, spec, cache, key))
+            estimate_missing(args, spec, cache, key)
             return 0
         reps = run_contenders(args, spec, runner(args, uri, args.storage), cache, curves)
     except UserInputError as err:

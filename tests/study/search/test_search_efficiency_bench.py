@@ -88,6 +88,9 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     assert ledger.study_run.nunique() == 1 + 10 and len(ledger) == 60 + 10 * 12, ledger
     estimate = _bench(tmp_path, "fresh.db", "--estimate")
     assert "every contender repetition is cached" in estimate.stdout
+    more = _bench(tmp_path, "fresh.db", "--estimate", "--repetitions", "3")  # the last one wins
+    assert "contender repetitions not cached: 5," in more.stdout
+    assert "at the 10 cached ones' mean of" in more.stdout
     fresh = _bench(tmp_path, "fresh.db")
     assert _runs(tmp_path, "fresh.db") == 0
     assert "20 of 20 points cached" in fresh.stdout and fresh.stdout.count("(cached)") == 10

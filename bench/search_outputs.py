@@ -120,12 +120,27 @@ def plot_grid(args, curves: pd.DataFrame, reps: pd.DataFrame, path: Path) -> Non
     plt.close(fig)
 
 
+def markdown(table: pd.DataFrame) -> str:
+    """The table as docs/benchmarks.md shows it: mean ± sd over repetitions."""
+    lines = ["| contender | repetitions | regret, dev F1 | regret, test F1 | cost share of the "
+             "grid | drew another's lrs |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for row in table.itertuples():
+        cells = [f"{getattr(row, f'{c}_mean'):.4f} ± {getattr(row, f'{c}_std'):.4f}"
+                 for c in ("regret_dev", "regret_test", "cost_share")]  # fmt: skip
+        reps = f"{row.measured} of {row.repetitions}" if row.measured < row.repetitions else (
+            str(row.repetitions))  # fmt: skip
+        lines.append(f"| {row.contender} | {reps} | {' | '.join(cells)} | {row.same_draws} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_outputs(args, table, reps, curves) -> None:
     prefix = "synthetic-" if args.trainable == "synthetic" else ""
-    names = ("search_efficiency.csv", "repetitions.csv", "grid.csv", "search_efficiency.png",
-             "grid.png")  # fmt: skip
+    names = ("search_efficiency.csv", "search_efficiency.md", "repetitions.csv", "grid.csv",
+             "search_efficiency.png", "grid.png")  # fmt: skip
     files = {name: args.out / f"{prefix}{name}" for name in names}
     table.to_csv(files["search_efficiency.csv"], index=False)
+    note = f"\n{NOT_A_FINDING}\n" if args.trainable == "synthetic" else ""
+    files["search_efficiency.md"].write_text(markdown(table) + note)
     reps.to_csv(files["repetitions.csv"], index=False)
     curves.to_csv(files["grid.csv"], index=False)
     plot(args, table, reps, files["search_efficiency.png"])

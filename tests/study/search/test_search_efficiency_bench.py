@@ -69,6 +69,8 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     assert (table.trainable == "synthetic (not a finding)").all()
     assert (tmp_path / "out" / "synthetic-search_efficiency.png").stat().st_size > 0
     assert (tmp_path / "out" / "synthetic-grid.png").stat().st_size > 0
+    text = (tmp_path / "out" / "synthetic-search_efficiency.md").read_text()
+    assert text.count("\n| ") == len(CONTENDERS) and "SYNTHETIC" in text  # a row each
     assert (grid.dev_sd > 0).all()  # the sd over the 3 grid seeds the grid plot shades
     assert "SYNTHETIC: a response surface tests the machinery" in first.stdout
     runs = _runs(tmp_path)

@@ -37,8 +37,8 @@ fraction of a grid's cost; this measures it, for every arm of the study (`--stud
   again on the next run. Cost: the trial-epochs a repetition trained (each trial's last
   `epoch`, pruned ones included), and their share of the grid's. Table: mean and standard
   deviation over repetitions; printed, and written with the grid and every repetition (per
-  arm too) as CSV files, a plot of regret against cost share and one of the grid's curves
-  (with the range and every chosen lr marked) into `--out`.
+  arm too) as CSV files (the table as markdown too), a plot of regret against cost share
+  and one of the grid's curves (with the range and every chosen lr marked) into `--out`.
 
 The cache: the grid, and each contender repetition, are paid for once. Their study runs live
 in the MLflow store `--cache` (default sqlite under bench/.cache/search_efficiency/, not

@@ -61,7 +61,7 @@ class TrialCache:
 
     def __init__(self, uri: str, path: Path | None, study: str, metrics: list[str]):
         self.uri, self.path, self.study = uri, path, study
-        self.columns = TRIAL_COLUMNS + [m for m in dict.fromkeys(metrics)]
+        self.columns = TRIAL_COLUMNS + list(dict.fromkeys(metrics))
         self.rows = read(path)
         self.rows = self.rows[self.rows.study == study]
 
@@ -112,10 +112,10 @@ class TrialCache:
         experiment = client.get_experiment_by_name(self.study)
         if experiment is None:
             return 0
-        copied = 0
+        have, copied = set(self.rows.study_run), 0
         for tag in TAGS:
             for run in client.search_runs([experiment.experiment_id], f"tags.`{tag}` LIKE '%'"):
-                if run.info.run_id not in set(self.rows.study_run):
+                if run.info.run_id not in have:
                     self._copy(run.info.run_id, tag, run.data.tags[tag])
                     copied += 1
         return copied

@@ -107,11 +107,11 @@ def contender_run(args, spec, run: Callable[[dict], str], cache, key: str, name:
     return cache.trials(cached[0] if cached else run_id), bool(cached)
 
 
-def run_contenders(args, spec, run: Callable[[dict], str], cache, curves: pd.DataFrame
-                   ) -> pd.DataFrame:  # fmt: skip
-    """Every contender's repetitions, from the cache or trained by `run` (one study run of
-    the given overrides, returning its id): one row each, its chosen lrs, cost and regret."""
-    key = grid.cache_key(spec, args.grid_seeds)
+def run_contenders(args, spec, run: Callable[[dict], str], cache, key: str,
+                   curves: pd.DataFrame) -> pd.DataFrame:  # fmt: skip
+    """Every contender's repetitions, from the cache (tagged under the grid's `key`) or trained
+    by `run` (one study run of the given overrides, returning its id): one row each, its
+    chosen lrs, cost and regret."""
     signs = {"dev": 1.0 if spec.metric.mode == "max" else -1.0,
              "test": 1.0 if direction(spec.analysis.primary) == "max" else -1.0}  # fmt: skip
     grid_epochs = curves.trial_epochs.sum()

@@ -197,12 +197,12 @@ def searched_range(spec) -> tuple[float, float]:
     return float(dist.low), float(dist.high)
 
 
-def reference(args, spec, uri: str, cache) -> pd.DataFrame:
-    """The dense grid's curves, from the cache, trained first where points are missing."""
-    low, high = searched_range(spec)
+def reference(args, spec, uri: str, cache, key: str) -> pd.DataFrame:
+    """The dense grid's curves, from the cache (runs tagged with the grid's `key`), trained
+    first where points are missing."""
+    low, high = args.search_range
     widen = 10**args.beyond
     lrs = grid.log_spaced(low / widen, high * widen, args.grid_lrs)
-    key = grid.cache_key(spec, args.grid_seeds)
     if args.refresh:
         say(args, f"--refresh: {cache.forget(key)} cached run(s) set aside")
     arms = make_plan(spec).arms
@@ -270,12 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         cache = TrialCache(uri, args.ledger, spec.name, [spec.metric.name, spec.analysis.primary])
         if copied := cache.sync():
             say(args, f"ledger {args.ledger}: {copied} cached run(s) copied in from {uri}")
-        curves = reference(args, spec, uri, cache)
+        key = grid.cache_key(spec, args.grid_seeds)  # hashes the model and data files: once
+        curves = reference(args, spec, uri, cache, key)
         if args.estimate:
-            key = grid.cache_key(spec, args.grid_seeds)
             estimate_missing(args, spec, cache, key)
             return 0
-        reps = run_contenders(args, spec, runner(args, uri, args.storage), cache, curves)
+        reps = run_contenders(args, spec, runner(args, uri, args.storage), cache, key, curves)
     except UserInputError as err:
         print(f"search_efficiency: {err}", file=sys.stderr)
         return 2

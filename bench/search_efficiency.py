@@ -287,9 +287,9 @@ def main(argv: list[str] | None = None) -> int:
               "resume command above, whose result the bench would not find",
               file=sys.stderr)  # fmt: skip
         return 130
-    table = summary(reps, args.trainable)
-    print_table(args, table, curves, 1.0 if spec.metric.mode == "max" else -1.0)
-    write_outputs(args, table, reps, curves)
+    table, sign = summary(reps, args.trainable), 1.0 if spec.metric.mode == "max" else -1.0
+    print_table(args, table, curves, sign)
+    write_outputs(args, table, reps, curves, sign)
     return 0
 
 

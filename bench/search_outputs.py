@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import search_noise as noise
 import search_reference as grid
 
 NOT_A_FINDING = "SYNTHETIC: a response surface tests the machinery; these numbers are no finding"
@@ -32,11 +33,24 @@ def summary(reps: pd.DataFrame, trainable: str) -> pd.DataFrame:
     return table.reset_index()
 
 
+def floors(args, curves: pd.DataFrame, sign: float) -> dict[str, tuple[float, float]]:
+    """Per arm, (one seed's pooled sd, the regret the grid's best lr itself would show against
+    a redrawn grid): below it, regrets are not resolved (bench/search_noise.py's model)."""
+    out = {}
+    for arm, curve in curves.groupby("arm"):
+        sd = noise.pooled_sd(curve, sign)
+        out[arm] = sd, noise.regret_floor(curve, sd, len(args.grid_seeds), sign)
+    return out
+
+
 def print_table(args, table: pd.DataFrame, curves: pd.DataFrame, sign: float) -> None:
+    resolution = floors(args, curves, sign)
     for arm, curve in curves.groupby("arm"):
         lr, value = grid.best(curve, "dev", sign)
+        sd, floor = resolution[arm]
         say(args, f"grid {arm}: best lr {lr:.3g} (mean dev {value:.4f}), "
-            f"{curve.trial_epochs.sum():.0f} trial-epochs")  # fmt: skip
+            f"{curve.trial_epochs.sum():.0f} trial-epochs; one seed's sd {sd:.4f}, so the best "
+            f"lr itself would show a mean regret of {floor:.4f} (search_noise.py)")  # fmt: skip
     print(f"{'contender':<13}{'reps':>5}{'regret dev':>19}{'regret test':>19}{'cost share':>17}"
           f"{'same draws':>12}")  # fmt: skip
     for row in table.itertuples():
@@ -120,8 +134,9 @@ def plot_grid(args, curves: pd.DataFrame, reps: pd.DataFrame, path: Path) -> Non
     plt.close(fig)
 
 
-def markdown(table: pd.DataFrame) -> str:
-    """The table as docs/benchmarks.md shows it: mean ± sd over repetitions."""
+def markdown(table: pd.DataFrame, resolution: dict[str, tuple[float, float]]) -> str:
+    """The table as docs/benchmarks.md shows it: mean ± sd over repetitions, and the regret
+    the grid cannot resolve."""
     lines = ["| contender | repetitions | regret, dev F1 | regret, test F1 | cost share of the "
              "grid | drew another's lrs |", "|---|---|---|---|---|---|"]  # fmt: skip
     for row in table.itertuples():
@@ -130,17 +145,21 @@ def markdown(table: pd.DataFrame) -> str:
         reps = f"{row.measured} of {row.repetitions}" if row.measured < row.repetitions else (
             str(row.repetitions))  # fmt: skip
         lines.append(f"| {row.contender} | {reps} | {' | '.join(cells)} | {row.same_draws} |")
+    floor = "; ".join(f"{arm} {f:.4f} (one seed's sd {sd:.4f})"
+                      for arm, (sd, f) in resolution.items())  # fmt: skip
+    lines += ["", f"The grid's own resolution, the mean dev regret its best lr itself would show "
+              f"against a redrawn grid (bench/search_noise.py's model): {floor}."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(args, table, reps, curves) -> None:
+def write_outputs(args, table, reps, curves, sign: float) -> None:
     prefix = "synthetic-" if args.trainable == "synthetic" else ""
     names = ("search_efficiency.csv", "search_efficiency.md", "repetitions.csv", "grid.csv",
              "search_efficiency.png", "grid.png")  # fmt: skip
     files = {name: args.out / f"{prefix}{name}" for name in names}
     table.to_csv(files["search_efficiency.csv"], index=False)
     note = f"\n{NOT_A_FINDING}\n" if args.trainable == "synthetic" else ""
-    files["search_efficiency.md"].write_text(markdown(table) + note)
+    files["search_efficiency.md"].write_text(markdown(table, floors(args, curves, sign)) + note)
     reps.to_csv(files["repetitions.csv"], index=False)
     curves.to_csv(files["grid.csv"], index=False)
     plot(args, table, reps, files["search_efficiency.png"])

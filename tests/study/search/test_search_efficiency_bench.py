@@ -71,6 +71,7 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     assert (tmp_path / "out" / "synthetic-grid.png").stat().st_size > 0
     text = (tmp_path / "out" / "synthetic-search_efficiency.md").read_text()
     assert text.count("\n| ") == len(CONTENDERS) and "SYNTHETIC" in text  # a row each
+    assert "The grid's own resolution" in text and first.stdout.count("would show a mean") == 2
     assert (grid.dev_sd > 0).all()  # the sd over the 3 grid seeds the grid plot shades
     assert "SYNTHETIC: a response surface tests the machinery" in first.stdout
     runs = _runs(tmp_path)

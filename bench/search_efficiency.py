@@ -11,7 +11,9 @@ fraction of a grid's cost; this measures it, for every arm of the study (`--stud
 `--profile`), whose one searched factor must be a loguniform learning rate.
 
 - The reference: `--grid-lrs` log-spaced learning rates over the study's search range widened
-  by `--beyond` decades at each end, each trained with the profile's full budget on
+  by `--beyond` decades at each end (or over `--grid-range`, which keeps a cached grid when
+  the study's range changes; the bench says when the cache holds this key's grid at other
+  lrs, and the flags that reuse it), each trained with the profile's full budget on
   `--grid-seeds` (1000-1002) by the study machinery itself (bench/search_reference.py). Per
   arm, its mean dev metric over those seeds, as a curve in log lr; the answer is its best.
 - The contenders, each run `--repetitions` times (repetition r: explore seeds 100 + n*r ...,
@@ -129,6 +131,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="grid lrs per study run, each cached as it ends (default 1; synthetic: all)",
     )  # fmt: skip
     p.add_argument("--beyond", type=float, default=0.5, help="decades past each end of the range")
+    p.add_argument(
+        "--grid-range", type=float, nargs=2, metavar=("LOW", "HIGH"),
+        help="the dense grid's lr range, holding the study's (default: the study's range "
+        "widened by --beyond decades at each end): keeps a cached grid when the range changes",
+    )  # fmt: skip
     p.add_argument("--repetitions", type=int, help="per contender (default 5; synthetic 2)")
     p.add_argument("--contenders", nargs="+", choices=list(CONTENDERS), default=list(CONTENDERS))
     p.add_argument(
@@ -197,12 +204,23 @@ def searched_range(spec) -> tuple[float, float]:
     return float(dist.low), float(dist.high)
 
 
+def grid_range(args, spec) -> tuple[float, float]:
+    """The dense grid's lr range: `--grid-range`, which must hold the study's range, or the
+    study's widened by `--beyond` decades at each end."""
+    low, high = args.search_range
+    if args.grid_range is None:
+        return low / 10**args.beyond, high * 10**args.beyond
+    grid_low, grid_high = args.grid_range
+    if not (0 < grid_low <= low and high <= grid_high):
+        raise UserInputError(f"--grid-range {grid_low:g} {grid_high:g} does not hold "
+                             f"{spec.path}'s search range, lr {low:g} to {high:g}")  # fmt: skip
+    return grid_low, grid_high
+
+
 def reference(args, spec, uri: str, cache, key: str) -> pd.DataFrame:
     """The dense grid's curves, from the cache (runs tagged with the grid's `key`), trained
     first where points are missing."""
-    low, high = args.search_range
-    widen = 10**args.beyond
-    lrs = grid.log_spaced(low / widen, high * widen, args.grid_lrs)
+    lrs = grid.log_spaced(*args.grid_range, args.grid_lrs)
     if args.refresh:
         say(args, f"--refresh: {cache.forget(key)} cached run(s) set aside")
     arms = make_plan(spec).arms
@@ -212,7 +230,12 @@ def reference(args, spec, uri: str, cache, key: str) -> pd.DataFrame:
     points = len(arms) * len(lrs)
     say(args, f"grid cache {uri}{ledger_text(args)} (key {key}): {points - todo} of {points} "
         "points cached; --refresh retrains them all")  # fmt: skip
-    if todo == points and (others := cache.other_grid_keys(key)):
+    if todo == points and len(cached):
+        held = sorted(cached.lr.astype(float).unique())
+        say(args, f"the cache holds this key's grid at other lrs ({len(held)}, {held[0]:.3g} "
+            f"to {held[-1]:.3g}); --grid-range {held[0]:.3g} {held[-1]:.3g} --grid-lrs "
+            f"{len(held)} reuses it")  # fmt: skip
+    elif todo == points and (others := cache.other_grid_keys(key)):
         say(args, f"the ledger has grid runs of other keys only ({', '.join(others)}): another "
             "precision, model, data, profile or seeds than this run's")  # fmt: skip
     if todo:
@@ -262,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load_study(args.study, args.profile, overrides=base_overrides(args))
         args.search_range = searched_range(spec)  # refused before anything is written
+        args.grid_range = grid_range(args, spec)
         for folder in (args.out, args.storage.parent):
             folder.mkdir(parents=True, exist_ok=True)
         say(args, machine_line("synthetic" if spec.synthetic else resolved_precision(spec)))

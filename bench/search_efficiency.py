@@ -11,11 +11,14 @@ fraction of a grid's cost; this measures it, for every arm of the study (`--stud
 `--profile`), whose one searched factor must be a loguniform learning rate.
 
 - The reference: `--grid-lrs` log-spaced learning rates over the study's search range widened
-  by `--beyond` decades at each end (or over `--grid-range`, which keeps a cached grid when
-  the study's range changes; the bench says when the cache holds this key's grid at other
-  lrs, and the flags that reuse it), each trained with the profile's full budget on
-  `--grid-seeds` (1000-1002) by the study machinery itself (bench/search_reference.py). Per
-  arm, its mean dev metric over those seeds, as a curve in log lr; the answer is its best.
+  by `--beyond` decades at each end (or over `--grid-range`), each trained with the profile's
+  full budget on `--grid-seeds` (1000-1002) by the study machinery itself
+  (bench/search_reference.py). Per arm, its mean dev metric over those seeds, as a curve in
+  log lr; the answer is its best.
+  Given none of those three flags, a complete cached grid of the same key that holds the
+  study's range is the reference, whatever its lrs: a study whose range moved inside the
+  grid keeps it. Given them, the bench says when the cache holds this key's grid at other
+  lrs, and the flags that reuse it.
 - The contenders, each run `--repetitions` times (repetition r: explore seeds 100 + n*r ...,
   the samplers' `phases.explore.sampler_seed` 100*r), each repetition one explore-only study
   run at the file's `samples`, seed count and ASHA rungs: the study's own explore
@@ -130,11 +133,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--grid-lrs-per-run", type=int,
         help="grid lrs per study run, each cached as it ends (default 1; synthetic: all)",
     )  # fmt: skip
-    p.add_argument("--beyond", type=float, default=0.5, help="decades past each end of the range")
+    p.add_argument("--beyond", type=float, help="decades past each end of the range (0.5)")
     p.add_argument(
         "--grid-range", type=float, nargs=2, metavar=("LOW", "HIGH"),
         help="the dense grid's lr range, holding the study's (default: the study's range "
-        "widened by --beyond decades at each end): keeps a cached grid when the range changes",
+        "widened by --beyond decades at each end)",
     )  # fmt: skip
     p.add_argument("--repetitions", type=int, help="per contender (default 5; synthetic 2)")
     p.add_argument("--contenders", nargs="+", choices=list(CONTENDERS), default=list(CONTENDERS))
@@ -149,6 +152,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--epoch-s", type=float, help="seconds per trial-epoch for the estimate")
     args = p.parse_args(argv)
     small = args.trainable == "synthetic"  # a check of the machinery: minutes, not hours
+    # none of them given: a complete cached grid of this key is the reference (grid_lrs)
+    args.grid_chosen = any(v is not None for v in (args.grid_lrs, args.beyond, args.grid_range))
+    args.beyond = 0.5 if args.beyond is None else args.beyond
     args.grid_lrs = (10 if small else 12) if args.grid_lrs is None else args.grid_lrs
     args.repetitions = (2 if small else 5) if args.repetitions is None else args.repetitions
     if args.estimate and args.refresh:
@@ -217,19 +223,35 @@ def grid_range(args, spec) -> tuple[float, float]:
     return grid_low, grid_high
 
 
+def grid_lrs(args, arms, cached: pd.DataFrame) -> list[float]:
+    """The dense grid's lrs: log-spaced over its range, or, where no grid flag was given, the
+    lrs of this key's cached grid if it is complete, has at least `--grid-lrs` points and holds
+    the study's range. A study whose range moved inside the grid keeps its reference."""
+    spaced = grid.log_spaced(*args.grid_range, args.grid_lrs)
+    if args.grid_chosen or args.refresh or not len(cached):
+        return spaced
+    held = sorted(cached.lr.astype(float).unique())
+    low, high = args.search_range
+    complete = not any(grid.missing_points(arms, held, cached, args.grid_seeds).values())
+    if complete and len(held) >= args.grid_lrs and held[0] <= low and high <= held[-1]:
+        return held
+    return spaced
+
+
 def reference(args, spec, uri: str, cache, key: str) -> pd.DataFrame:
     """The dense grid's curves, from the cache (runs tagged with the grid's `key`), trained
     first where points are missing."""
-    lrs = grid.log_spaced(*args.grid_range, args.grid_lrs)
     if args.refresh:
         say(args, f"--refresh: {cache.forget(key)} cached run(s) set aside")
     arms = make_plan(spec).arms
     cached = grid.cached_trials(cache, key)
+    lrs = grid_lrs(args, arms, cached)
     missing = grid.missing_points(arms, lrs, cached, args.grid_seeds)
     todo = sum(len(v) for v in missing.values())
     points = len(arms) * len(lrs)
     say(args, f"grid cache {uri}{ledger_text(args)} (key {key}): {points - todo} of {points} "
-        "points cached; --refresh retrains them all")  # fmt: skip
+        f"points cached ({len(lrs)} lrs, {lrs[0]:.3g} to {lrs[-1]:.3g}); --refresh retrains "
+        "them all")  # fmt: skip
     if todo == points and len(cached):
         held = sorted(cached.lr.astype(float).unique())
         say(args, f"the cache holds this key's grid at other lrs ({len(held)}, {held[0]:.3g} "

@@ -1,8 +1,9 @@
 """bench/search_efficiency.py end to end in its synthetic mode, with tiny counts: a dense grid of
-10 lrs x 3 seeds, the 5 contenders x 2 repetitions, all trained by the study machinery on the
-synthetic surface; then the same command again, which must find everything in its MLflow
-cache, train nothing and print the same table; then again with a new, empty MLflow store and
-only the ledger the first run wrote (a fresh clone's cache), which must do the same.
+10 lrs x 3 seeds (the synthetic default), the 5 contenders x 2 repetitions, all trained by the
+study machinery on the synthetic surface; then the same command again, which must find
+everything in its MLflow cache, train nothing and print the same table; then again with a new,
+empty MLflow store and only the ledger the first run wrote (a fresh clone's cache), which must
+do the same.
 
 The profile's budget is set to a fixed 3 epochs (`fixed.budget=null`), so that the coarse
 grid's cost share has an exact value: 3 samples x 2 seeds against 10 lrs x 3 seeds, 0.2.
@@ -29,7 +30,7 @@ CONTENDERS = {"study", "tpe", "random_asha", "random", "coarse_grid"}
 def _bench(tmp_path, store: str = "cache.db", *more: str) -> subprocess.CompletedProcess:
     command = [
         sys.executable, "bench/search_efficiency.py", "--trainable", "synthetic",
-        "--grid-lrs", "10", "--repetitions", "2", "--set", "fixed.budget=null",
+        "--repetitions", "2", "--set", "fixed.budget=null",
         "--cache", f"sqlite:///{tmp_path / store}", "--out", str(tmp_path / "out"),
         "--ledger", str(tmp_path / "ledger.csv"), "--num-cpus", "2", *more,
     ]  # fmt: skip
@@ -109,6 +110,10 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     kept = _bench(tmp_path, "fresh.db", "--estimate", "--beyond", "0.4",
                   *reuse.group(1).split(), *reuse.group(2).split())  # fmt: skip
     assert "20 of 20 points cached" in kept.stdout
+    # the study's range narrowed inside the grid, no grid flag given: the cached grid stays
+    narrowed = _bench(tmp_path, "fresh.db", "--estimate", "--set", "search.lr.low=1e-4")
+    assert "20 of 20 points cached" in narrowed.stdout, narrowed.stdout
+    assert "contender repetitions not cached: 10," in narrowed.stdout  # a new range, new runs
 
 
 def test_a_grid_range_that_does_not_hold_the_study_range_is_one_line_and_writes_nothing(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import io
 import json
 import os
@@ -23,6 +24,20 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def bench_module(name: str):
+    """bench/<name>.py as a module, imported with bench/ on the path for as long as it loads,
+    since a bench script imports its neighbours (`support`, `search_reference`) by name."""
+    bench = str(REPO / "bench")
+    sys.path.insert(0, bench)
+    try:
+        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(bench)
+    return module
 
 
 def write_study(folder: Path, model: str, corpus: dict[str, str], **overrides: Any) -> Path:

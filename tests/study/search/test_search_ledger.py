@@ -6,27 +6,15 @@ tests/study/search/test_search_efficiency_bench.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pandas as pd
 import pytest
 
-from tests.study_helpers import REPO
+from tests.study_helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def ledger():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "search_ledger", REPO / "bench" / "search_ledger.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(REPO / "bench"))
-    return module
+    return bench_module("search_ledger")
 
 
 def _rows(module, tag: str, value: str, study_run: str, lrs: list[float]) -> pd.DataFrame:

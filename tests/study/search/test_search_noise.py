@@ -6,29 +6,18 @@ loses half its height on average."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.study_helpers import REPO
+from tests.study_helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def noise():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "search_noise", REPO / "bench" / "search_noise.py"
-        )
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(REPO / "bench"))
-    return module
+    return bench_module("search_noise")
 
 
 def _curve(lrs, dev, sd=0.0, epochs=4.0, seeds=3, arm="depth=5"):

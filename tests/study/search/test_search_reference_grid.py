@@ -5,24 +5,18 @@ arm; each run handed over as it ends, so the bench caches it before the next one
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pandas as pd
 import pytest
 
 from study.plan import Arm
-from tests.study_helpers import REPO
+from tests.study_helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def reference():
-    spec = importlib.util.spec_from_file_location(
-        "search_reference", REPO / "bench" / "search_reference.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("search_reference")
 
 
 ARMS = [Arm(0, {"depth": 5}), Arm(1, {"depth": 6})]

@@ -92,7 +92,7 @@ import search_cost as cost
 import search_reference as grid
 from search_contenders import CONTENDERS, estimate_missing, run_contenders
 from search_ledger import TrialCache
-from search_outputs import NOT_A_FINDING, print_table, say, summary, write_outputs
+from search_outputs import NOT_A_FINDING, floors, print_table, say, summary, write_outputs
 from support import machine_line
 
 from study import StudyStopped, UserInputError, run_study
@@ -223,6 +223,10 @@ def grid_range(args, spec) -> tuple[float, float]:
     return grid_low, grid_high
 
 
+def cached_lrs(cached: pd.DataFrame) -> list[float]:
+    return sorted(cached.lr.astype(float).unique())
+
+
 def grid_lrs(args, arms, cached: pd.DataFrame) -> list[float]:
     """The dense grid's lrs: log-spaced over its range, or, where no grid flag was given, the
     lrs of this key's cached grid if it is complete, has at least `--grid-lrs` points and holds
@@ -230,7 +234,7 @@ def grid_lrs(args, arms, cached: pd.DataFrame) -> list[float]:
     spaced = grid.log_spaced(*args.grid_range, args.grid_lrs)
     if args.grid_chosen or args.refresh or not len(cached):
         return spaced
-    held = sorted(cached.lr.astype(float).unique())
+    held = cached_lrs(cached)
     low, high = args.search_range
     complete = not any(grid.missing_points(arms, held, cached, args.grid_seeds).values())
     if complete and len(held) >= args.grid_lrs and held[0] <= low and high <= held[-1]:
@@ -253,7 +257,7 @@ def reference(args, spec, uri: str, cache, key: str) -> pd.DataFrame:
         f"points cached ({len(lrs)} lrs, {lrs[0]:.3g} to {lrs[-1]:.3g}); --refresh retrains "
         "them all")  # fmt: skip
     if todo == points and len(cached):
-        held = sorted(cached.lr.astype(float).unique())
+        held = cached_lrs(cached)
         say(args, f"the cache holds this key's grid at other lrs ({len(held)}, {held[0]:.3g} "
             f"to {held[-1]:.3g}); --grid-range {held[0]:.3g} {held[-1]:.3g} --grid-lrs "
             f"{len(held)} reuses it")  # fmt: skip
@@ -334,8 +338,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 130
     table, sign = summary(reps, args.trainable), 1.0 if spec.metric.mode == "max" else -1.0
-    print_table(args, table, curves, sign)
-    write_outputs(args, table, reps, curves, sign)
+    resolution = floors(args, curves, sign)  # the grid's own floor, a simulation: once
+    print_table(args, table, curves, sign, resolution)
+    write_outputs(args, table, reps, curves, resolution)
     return 0
 
 

@@ -43,8 +43,8 @@ def floors(args, curves: pd.DataFrame, sign: float) -> dict[str, tuple[float, fl
     return out
 
 
-def print_table(args, table: pd.DataFrame, curves: pd.DataFrame, sign: float) -> None:
-    resolution = floors(args, curves, sign)
+def print_table(args, table: pd.DataFrame, curves: pd.DataFrame, sign: float,
+                resolution: dict[str, tuple[float, float]]) -> None:  # fmt: skip
     for arm, curve in curves.groupby("arm"):
         lr, value = grid.best(curve, "dev", sign)
         sd, floor = resolution[arm]
@@ -152,14 +152,14 @@ def markdown(table: pd.DataFrame, resolution: dict[str, tuple[float, float]]) ->
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(args, table, reps, curves, sign: float) -> None:
+def write_outputs(args, table, reps, curves, resolution: dict[str, tuple[float, float]]) -> None:
     prefix = "synthetic-" if args.trainable == "synthetic" else ""
     names = ("search_efficiency.csv", "search_efficiency.md", "repetitions.csv", "grid.csv",
              "search_efficiency.png", "grid.png")  # fmt: skip
     files = {name: args.out / f"{prefix}{name}" for name in names}
     table.to_csv(files["search_efficiency.csv"], index=False)
     note = f"\n{NOT_A_FINDING}\n" if args.trainable == "synthetic" else ""
-    files["search_efficiency.md"].write_text(markdown(table, floors(args, curves, sign)) + note)
+    files["search_efficiency.md"].write_text(markdown(table, resolution) + note)
     reps.to_csv(files["repetitions.csv"], index=False)
     curves.to_csv(files["grid.csv"], index=False)
     plot(args, table, reps, files["search_efficiency.png"])

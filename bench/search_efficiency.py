@@ -18,7 +18,7 @@ fraction of a grid's cost; this measures it, for every arm of the study (`--stud
   Given none of those three flags, a complete cached grid of the same key that holds the
   study's range is the reference, whatever its lrs: a study whose range moved inside the
   grid keeps it. Given them, the bench says when the cache holds this key's grid at other
-  lrs, and the flags that reuse it.
+  lrs.
 - The contenders, each run `--repetitions` times (repetition r: explore seeds 100 + n*r ...,
   the samplers' `phases.explore.sampler_seed` 100*r), each repetition one explore-only study
   run at the file's `samples`, seed count and ASHA rungs: the study's own explore
@@ -259,8 +259,8 @@ def reference(args, spec, uri: str, cache, key: str) -> pd.DataFrame:
     if todo == points and len(cached):
         held = cached_lrs(cached)
         say(args, f"the cache holds this key's grid at other lrs ({len(held)}, {held[0]:.3g} "
-            f"to {held[-1]:.3g}); --grid-range {held[0]:.3g} {held[-1]:.3g} --grid-lrs "
-            f"{len(held)} reuses it")  # fmt: skip
+            f"to {held[-1]:.3g}); without --grid-lrs, --beyond and --grid-range the bench "
+            "uses it where it is complete and holds the study's range")  # fmt: skip
     elif todo == points and (others := cache.other_grid_keys(key)):
         say(args, f"the ledger has grid runs of other keys only ({', '.join(others)}): another "
             "precision, model, data, profile or seeds than this run's")  # fmt: skip

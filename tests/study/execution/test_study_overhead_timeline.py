@@ -5,7 +5,6 @@ bench printed "not found"; these lines are made with the driver's own format and
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import time
 
@@ -14,18 +13,12 @@ import pytest
 from study.execution import tuner
 from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
 from study.tracking import callback
-from tests.study_helpers import REPO
+from tests.study_helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def overhead():
-    bench = REPO / "bench"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(bench))  # the bench imports its neighbour `support`
-        spec = importlib.util.spec_from_file_location("study_overhead", bench / "study_overhead.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return module
+    return bench_module("study_overhead")  # it imports its neighbour `support`
 
 
 def driver_line(logger: logging.Logger, at: float, message: str) -> str:

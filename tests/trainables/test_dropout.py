@@ -13,6 +13,7 @@ from trainables.model.dropout import (
     attention,
     keep_mask,
     mask_dropout,
+    mask_values,
     use_mask_attention_dropout,
     use_mask_dropout,
 )
@@ -49,6 +50,15 @@ def test_mask_dropout_zeroes_or_scales_as_torch_does(dtype):
     assert 0 < int((out == 0).sum()) < x.numel()
     assert mask_dropout(x, 0.25, training=False) is x
     assert torch.equal(mask_dropout(x, 0.0, training=True), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_mask_values_are_the_bool_masks_conversion_bit_for_bit(dtype):
+    keep = keep_mask(torch.Size([3, 7, 65]), 0.4, torch.device("cpu"))
+    values = mask_values(keep, dtype)
+    assert values.dtype == dtype
+    assert torch.equal(values.view(torch.uint8), keep.to(dtype).view(torch.uint8))  # the bytes
+    assert 0 < int(values.sum()) < keep.numel()
 
 
 def test_mask_dropout_gradient_is_the_same_mask():

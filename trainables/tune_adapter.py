@@ -24,6 +24,7 @@ from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.settings import TRIAL_CONFIG
 from trainables.settings.config import TrialConfig
 from trainables.settings.precision import FP32
+from trainables.training.staging import owned_directory
 from trainables.training.trial_folder import FINAL_FILE, MODEL_FOLDER, TrialFolder
 
 if TYPE_CHECKING:
@@ -147,9 +148,11 @@ def staged_checkpoint(
 ) -> Iterator[str]:
     """The evaluation's checkpoint in a temporary folder, in memory where it has room. A
     memory folder that fills while it is written (other trials staging theirs at the same
-    moment) gives way to the default temporary folder rather than failing the trial."""
+    moment) gives way to the default temporary folder rather than failing the trial. A trial
+    stopped while it writes leaves its folder to the next one staged there
+    (trainables/training/staging.py)."""
     for where in dict.fromkeys([staging_folder(trial.checkpoint_bytes()), None]):
-        with tempfile.TemporaryDirectory(dir=where) as directory:
+        with owned_directory(where) as directory:
             try:
                 if metrics.get("final"):
                     (Path(directory) / FINAL_FILE).write_text(json.dumps(metrics))

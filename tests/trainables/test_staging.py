@@ -1,6 +1,7 @@
 """Staging folders left by a process that ended inside one are removed by the next process that
 stages there, and only those (trainables/training/staging.py)."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -8,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from trainables.training import staging
 from trainables.training.staging import LOCK_SUFFIX, PREFIX, owned_directory, remove_abandoned
 
 # a writer that makes a staging folder, writes into it, says where, and waits to be killed
@@ -30,7 +32,9 @@ def _start_writer(folder: Path) -> tuple[subprocess.Popen, Path]:
         text=True,
         cwd=Path(__file__).resolve().parents[2],
     )
-    return writer, Path(writer.stdout.readline().strip())
+    directory = Path(writer.stdout.readline().strip())
+    writer.stdout.close()
+    return writer, directory
 
 
 def _staged(folder: Path) -> list[str]:
@@ -83,3 +87,24 @@ def test_a_young_lock_and_other_folders_are_left_alone(tmp_path):
     (tmp_path / "tmpabc123").mkdir()  # not ours: no prefix, no lock
     assert remove_abandoned(tmp_path) == []  # its lock is seconds old
     assert left.exists() and (tmp_path / "tmpabc123").exists()
+
+
+def test_a_filesystem_without_locks_still_stages(tmp_path, monkeypatch):
+    def no_locks(*_args):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(staging.fcntl, "flock", no_locks)
+    with owned_directory(str(tmp_path)) as directory:
+        (Path(directory) / "state.pt").write_bytes(b"x")
+    assert _staged(tmp_path) == []
+
+
+def test_a_folder_that_cannot_be_removed_keeps_its_lock_for_a_later_sweep(tmp_path, monkeypatch):
+    writer, left = _start_writer(tmp_path)
+    writer.kill()
+    writer.wait()
+    monkeypatch.setattr(staging.shutil, "rmtree", lambda *_a, **_k: None)  # as if it failed
+    assert remove_abandoned(tmp_path, settle_seconds=0) == []
+    assert Path(str(left) + LOCK_SUFFIX).exists()
+    monkeypatch.undo()
+    assert remove_abandoned(tmp_path, settle_seconds=0) == [left]

@@ -40,7 +40,8 @@ def owned_directory(where: str | None = None) -> Iterator[str]:
     handle, lock_name = tempfile.mkstemp(prefix=PREFIX, suffix=LOCK_SUFFIX, dir=folder)
     directory = Path(lock_name.removesuffix(LOCK_SUFFIX))
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        with suppress(OSError):  # a filesystem without locks: the folder is just not swept
+            fcntl.flock(handle, fcntl.LOCK_EX)
         shutil.rmtree(directory, ignore_errors=True)  # the name is this lock's: any such is stale
         directory.mkdir()
         try:
@@ -73,7 +74,10 @@ def remove_abandoned(folder: Path, settle_seconds: float = SETTLE_SECONDS) -> li
         try:
             directory = Path(str(lock).removesuffix(LOCK_SUFFIX))
             shutil.rmtree(directory, ignore_errors=True)
-            lock.unlink(missing_ok=True)
+            if directory.exists():  # keep its lock, so a later sweep tries again
+                continue
+            with suppress(OSError):
+                lock.unlink(missing_ok=True)
             removed.append(directory)
         finally:
             os.close(handle)

@@ -76,6 +76,23 @@ def test_bf16_computes_in_bf16_and_keeps_fp32_weights(trial_settings, monkeypatc
     assert finals["bf16"]["dev_f1"] > 0 and math.isfinite(finals["bf16"]["train_loss"])
 
 
+def test_evaluation_batching_changes_neither_tags_nor_loss(trial_settings):
+    """`eval_batch_tokens` is a speed setting: one sentence per batch or all in one give the
+    same tags, and the same dev loss, which is a mean over labelled tokens, not over batches
+    of unequal sizes."""
+    trial = Trial(TrialConfig.from_dict(trial_settings | {"precision": "fp32"}))
+    list(trial.run())
+    dev = trial.eval_splits["dev"]
+    widest = max(len(w) for w in dev.windows)
+    scored = {}
+    for tokens in (widest, widest * len(dev.windows)):  # one window per batch; all in one
+        trial.cfg.eval_batch_tokens = tokens
+        scored[tokens] = trial.predict(dev)
+    (tags_one, loss_one), (tags_all, loss_all) = scored.values()
+    assert tags_one == tags_all
+    assert loss_one == pytest.approx(loss_all, rel=1e-5)
+
+
 def test_a_different_seed_gives_a_different_run(trial_settings):
     a = run_all(trial_settings)[-1]
     b = run_all(trial_settings | {"seed": 4})[-1]

@@ -26,7 +26,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from trainables.data.batching import collate, eval_batches, train_batches
-from trainables.data.encoding import EncodedSplit, decode, encode
+from trainables.data.encoding import IGNORE_INDEX, EncodedSplit, decode, encode
 from trainables.data.sources import Splits, load_checked_splits
 from trainables.data.subsets import nested_fraction_indices
 from trainables.data.types import TaggedSentence
@@ -277,11 +277,13 @@ class Trial:
     # --- evaluation -----------------------------------------------------------------------
     @torch.no_grad()
     def predict(self, split: EncodedSplit) -> tuple[list[list[str]], float]:
-        """Word-level tags for every sentence of a split, and the mean token loss."""
+        """Word-level tags for every sentence of a split, and the mean loss over its labelled
+        tokens (each batch's mean weighted by its labelled tokens, so the batching does not
+        change it)."""
         self.model.eval()
         lengths = [len(w) for w in split.windows]
         predictions: list[np.ndarray | None] = [None] * len(lengths)
-        loss_sum, loss_batches = 0.0, 0
+        loss_sum, loss_tokens = 0.0, 0
         for ids in eval_batches(lengths, self.cfg.eval_batch_tokens):
             windows = [split.windows[i] for i in ids]
             batch = {
@@ -290,13 +292,14 @@ class Trial:
             }
             with autocast(self.device, self.precision):
                 logits, loss = self.model(**batch)
-            if loss is not None and torch.isfinite(loss):
-                loss_sum, loss_batches = loss_sum + loss.item(), loss_batches + 1
+            labelled = int((batch["labels"] != IGNORE_INDEX).sum())
+            if loss is not None and labelled and torch.isfinite(loss):
+                loss_sum, loss_tokens = loss_sum + loss.item() * labelled, loss_tokens + labelled
             best = logits.argmax(-1).cpu().numpy()
             for row, i in enumerate(ids):
                 predictions[i] = best[row]
         self.model.train()
-        return decode(split, predictions, self.label_map), loss_sum / max(1, loss_batches)
+        return decode(split, predictions, self.label_map), loss_sum / max(1, loss_tokens)
 
     def score(self, name: str, per_type: bool = False) -> dict[str, float]:
         split = self.eval_splits[name]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from trainables.settings import CHECKPOINT_EVERY_S as CHECKPOINT_EVERY_S
 from trainables.settings import TRIAL_CONFIG as TRIAL_CONFIG
 
 # phases of a study, in the order they run

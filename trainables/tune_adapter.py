@@ -11,6 +11,7 @@ import json
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from ray import tune
 
 from trainables.errors import ModelError
 from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
-from trainables.settings import TRIAL_CONFIG
+from trainables.settings import CHECKPOINT_EVERY_S, TRIAL_CONFIG
 from trainables.settings.config import TrialConfig
 from trainables.settings.precision import FP32
 from trainables.training.staging import owned_directory
@@ -65,7 +66,8 @@ def _writable(folder: Path) -> bool:
 
 
 def train_tagger(config: dict[str, Any]) -> None:
-    """Ray Tune function trainable: train, report at every evaluation with a checkpoint.
+    """Ray Tune function trainable: train, report at every evaluation, with a checkpoint as
+    often as the driver asks (`CheckpointClock`).
 
     It trains what the trial's `trainable` setting names: the tagger, or the synthetic
     response surface (`trainables.settings.surface`); the name stays `train_tagger` because Tune
@@ -104,9 +106,32 @@ def train_tagger(config: dict[str, Any]) -> None:
         # every later result says where this attempt began (a retry, or --resume)
         stamp["resumed_from_step"] = float(trial.step)
     trial = trial or new_trial(_trial_config(config))
+    due = CheckpointClock(config.get(CHECKPOINT_EVERY_S))
     for metrics in trial.run():
+        if not (metrics.get("final") or due()):
+            tune.report({**metrics, **stamp})
+            continue
         with staged_checkpoint(trial, metrics) as directory:
             tune.report({**metrics, **stamp}, checkpoint=tune.Checkpoint.from_directory(directory))
+        due.reset()
+
+
+class CheckpointClock:
+    """Whether an evaluation's report carries a checkpoint: every one (`every_s` None or 0,
+    explore's trials, where a paused seed resumes from its last), or the first at least
+    `every_s` seconds after the attempt began or its last checkpoint (confirm's, never
+    paused, where a checkpoint only bounds what a crash retrains). The final report always
+    carries one: the driver reads the fingerprint and the model from it."""
+
+    def __init__(self, every_s: float | None, clock=time.monotonic) -> None:
+        self.every_s, self.clock = every_s or 0.0, clock
+        self.last = clock()
+
+    def __call__(self) -> bool:
+        return self.clock() - self.last >= self.every_s
+
+    def reset(self) -> None:
+        self.last = self.clock()
 
 
 def _save_model(trial: Trial | StagedTrial | SyntheticTrial, folder: Path) -> None:

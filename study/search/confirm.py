@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from ray.tune.search import Searcher
 
-from study.names import CONFIRM, STUDY_TAGS, TRIAL_CONFIG
+from study.names import CHECKPOINT_EVERY_S, CONFIRM, STUDY_TAGS, TRIAL_CONFIG
 from study.plan import Arm, study_tags, trial_config
 from study.search.saved import SavedSearcher
 from study.spec import StudySpec
@@ -124,6 +124,7 @@ def confirm_configs(
                         {
                             TRIAL_CONFIG: trial_config(spec, arm, params, seed, data_seed),
                             STUDY_TAGS: study_tags(CONFIRM, arm, index, seed, data_seed),
+                            CHECKPOINT_EVERY_S: spec.confirm.checkpoint_every_s,
                         }
                     )
     return configs

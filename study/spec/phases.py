@@ -15,7 +15,12 @@ from study.spec.document import Doc, FieldPath, count, is_int, show, suggest
 from study.spec.factors import Shape, check_value
 from study.spec.limits import MAX_TRIALS
 from study.spec.samplers import check_sampler
-from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase
+from study.spec.validated import (
+    CHECKPOINT_EVERY_S_DEFAULT,
+    AshaSettings,
+    ConfirmPhase,
+    ExplorePhase,
+)
 from trainables.settings import bool_word
 
 # The keys of each part, with what they take and are for (docs/study-keys.md).
@@ -49,6 +54,10 @@ CONFIRM_KEYS = {
     "ran; the chosen sample's explore trial then counts as its confirm trial",
     "data_seeds": "a count or a list: data subsets and orders per seed, each arm's score at a "
     "seed being their mean",
+    "checkpoint_every_s": "a number of seconds >= 0 (default 60): the least time between a "
+    "confirm trial's checkpoints (0: one at every evaluation). Confirm trials are never paused, "
+    "so a checkpoint only bounds what a crash or Ctrl-C retrains; explore's trials checkpoint "
+    "at every evaluation, where a paused seed resumes",
 }
 ANALYSIS_KEYS = {
     "primary": "a metric every trial reports at its end (default `test_f1`): the one whose "
@@ -216,7 +225,10 @@ def _confirm(
     data_seeds = value.get("data_seeds")
     if data_seeds is not None:
         data_seeds = _phase_seeds(doc, (*path, "data_seeds"), data_seeds, 1, 0)
-    return ConfirmPhase(select, confirm_seeds, first, step, reuse, data_seeds)
+    every = value.get("checkpoint_every_s", CHECKPOINT_EVERY_S_DEFAULT)
+    every = float(doc.number((*path, "checkpoint_every_s"), every, lambda s: s >= 0,
+                             "a number of seconds >= 0"))  # fmt: skip
+    return ConfirmPhase(select, confirm_seeds, first, step, reuse, data_seeds, every)
 
 
 def _rounds(doc: Doc, value: dict, pool: tuple[int, ...] | int) -> tuple[int, int, int | None]:

@@ -12,6 +12,11 @@ from study.analysis import Analysis
 from study.spec.distributions import Distribution
 from trainables.settings import TAGGER
 
+# a confirm trial's checkpoint (weights, best weights, Adam moments: ~360 MB for MiniLM) took
+# about 3% of its time when written at every evaluation of the default profile (every ~8 s,
+# ~0.26 s each); once a minute, a crash retrains at most a minute (docs/running.md)
+CHECKPOINT_EVERY_S_DEFAULT = 60.0
+
 
 @dataclass(frozen=True)
 class AshaSettings:
@@ -44,6 +49,7 @@ class ConfirmPhase:
     step: int = 0  # seeds added per later round
     reuse_explore_seeds: bool = False
     data_seeds: tuple[int, ...] | None = None
+    checkpoint_every_s: float = CHECKPOINT_EVERY_S_DEFAULT  # least seconds between checkpoints
 
     @property
     def looks(self) -> tuple[int, ...]:

@@ -86,9 +86,13 @@ from trainables.yaml_reading import Loader, YamlLimitError, bool_word, parse_val
 # the key of a Ray Tune trial's config under which the driver puts the trial's settings, and
 # from which the Tune entry point (trainables/tune_adapter.py) reads them
 TRIAL_CONFIG = "trial"
+# the key beside it under which the driver may put the least seconds between a trial's
+# evaluation checkpoints (absent: one at every evaluation; the final report always has one)
+CHECKPOINT_EVERY_S = "checkpoint_every_s"
 
 __all__ = [
     "BUDGET",
+    "CHECKPOINT_EVERY_S",
     "PLATEAU_STOPPED",
     "FIXED_ONLY",
     "LAYER_FIELDS",

@@ -59,6 +59,12 @@ BAD = [
      "sampler_seed: -1"),
     ("asha missing grace", drop("phases.explore.asha.grace_period"),
      "phases.explore.asha.grace_period is missing", "asha:"),
+    ("checkpoint cadence negative", {"phases.confirm.checkpoint_every_s": -1},
+     "phases.confirm.checkpoint_every_s: -1 is not allowed: a number of seconds >= 0",
+     "checkpoint_every_s: -1"),
+    ("checkpoint cadence as text", {"phases.confirm.checkpoint_every_s": "1 min"},
+     "phases.confirm.checkpoint_every_s: '1 min' is not allowed: a number of seconds >= 0",
+     "checkpoint_every_s: 1 min"),
 ]  # fmt: skip
 
 
@@ -86,3 +92,9 @@ def test_confirm_only_without_search_runs_each_arm_once(tmp_path, study):
     loaded = load_study(str(write(tmp_path, study)))
     assert loaded.search == {}
     assert loaded.confirm == ConfirmPhase(({},), (0, 1, 2))
+
+
+def test_confirm_checkpoints_once_a_minute_unless_told(tmp_path, study):
+    assert load_study(str(write(tmp_path, study))).confirm.checkpoint_every_s == 60.0
+    study["phases"]["confirm"]["checkpoint_every_s"] = 0
+    assert load_study(str(write(tmp_path, study))).confirm.checkpoint_every_s == 0.0

@@ -9,9 +9,10 @@ Prints both wall times, their ratio (target <= 1.05) and the extra seconds per t
 study's extra time is mostly fixed (driver imports, MLflow store, Ray start, the first wave of
 worker processes) plus a second or two per trial (checkpoints, reports), so the ratio depends
 on trial length. By default each trial is a trial of the README's first command (`ner_depth`,
-default profile: all of WNUT-16, 3 epochs, batch 16, an evaluation and a checkpoint every 53
-steps; about two and a half minutes here); the options make shorter ones. Uses the embedded
-MiniLM + WNUT-16.
+default profile: all of WNUT-16, batch 16, an evaluation every 53 steps, trained until dev F1
+levels off; about two and a half minutes here); the options make shorter ones. The study runs
+them as confirm trials, which checkpoint at most once a minute (`phases.confirm.
+checkpoint_every_s`). Uses the embedded MiniLM + WNUT-16.
 
 This VM's speed drifts by several percent over minutes (plain trials' median tokens/s differed
 by 8% between two runs an hour apart), which one plain run and one study run after it cannot

@@ -123,9 +123,7 @@ class CheckpointClock:
     paused, where a checkpoint only bounds what a crash retrains). The final report always
     carries one: the driver reads the fingerprint and the model from it."""
 
-    def __init__(
-        self, every_s: float | None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, every_s: float | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.every_s, self.clock = every_s or 0.0, clock
         self.last = clock()
 

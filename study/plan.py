@@ -269,9 +269,14 @@ def make_plan(spec: StudySpec) -> StudyPlan:
                 samples,
                 spec.confirm.seeds,
                 mean_epochs,
-                "never pruned",
+                f"never pruned; {_checkpoint_cadence(spec.confirm.checkpoint_every_s)}",
                 spec.confirm.looks,
                 spec.confirm.data_seeds,
             )
         )
     return plan
+
+
+def _checkpoint_cadence(every_s: float) -> str:
+    """How often a confirm trial checkpoints, as the plan says it."""
+    return f"a checkpoint at most every {every_s:g} s" if every_s else "a checkpoint per evaluation"

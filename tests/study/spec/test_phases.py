@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from study.plan import make_plan
 from study.spec import ConfirmPhase, load_study
 from tests.study.spec.study_files import drop, one_line_error_test, write
 
@@ -95,6 +96,11 @@ def test_confirm_only_without_search_runs_each_arm_once(tmp_path, study):
 
 
 def test_confirm_checkpoints_once_a_minute_unless_told(tmp_path, study):
-    assert load_study(str(write(tmp_path, study))).confirm.checkpoint_every_s == 60.0
+    """The cadence is read, and the plan (`--dry-run`) says it."""
+    loaded = load_study(str(write(tmp_path, study)))
+    assert loaded.confirm.checkpoint_every_s == 60.0
+    assert "(never pruned; a checkpoint at most every 60 s)" in make_plan(loaded).describe()
     study["phases"]["confirm"]["checkpoint_every_s"] = 0
-    assert load_study(str(write(tmp_path, study))).confirm.checkpoint_every_s == 0.0
+    loaded = load_study(str(write(tmp_path, study)))
+    assert loaded.confirm.checkpoint_every_s == 0.0
+    assert "(never pruned; a checkpoint per evaluation)" in make_plan(loaded).describe()

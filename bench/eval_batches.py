@@ -1,6 +1,6 @@
 """How big should an evaluation batch be? One trial's dev-set evaluation (MiniLM on WNUT-16's
-359 dev sentences, forward only) timed at several `eval_batch_tokens` side by side, and
-checked to tag every word the same at each.
+359 dev sentences, forward only) timed at several `eval_batch_tokens` side by side, with the
+words each size tags otherwise than the largest.
 
     ./with-venv python bench/eval_batches.py   # the precision auto picks, 1 thread
     ./with-venv python bench/eval_batches.py --threads 2 --sizes 512 1024 8192
@@ -45,8 +45,8 @@ def main() -> None:
     trial = Trial(TrialConfig.from_dict(config))
     next(trial.run())  # train to the first evaluation
     dev = trial.eval_splits["dev"]
-    words = sum(len(w) for w in dev.windows)
-    print(f"dev set: {len(dev.windows)} windows, {words} sub-words; {args.threads} thread(s), "
+    sub_words = sum(len(w) for w in dev.windows)
+    print(f"dev set: {len(dev.windows)} windows, {sub_words} sub-words; {args.threads} thread(s), "
           f"{args.rounds} rounds, after {trial.step} training steps")  # fmt: skip
     times: dict[int, list[float]] = {size: [] for size in args.sizes}
     tags: dict[int, list] = {}

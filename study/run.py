@@ -41,6 +41,7 @@ from study.execution import (
     check_address,
     is_storage_full,
     is_storage_unreachable,
+    ray_stopped_meanwhile,
     run_phases,
     settle_full_storage,
     settle_unreachable_storage,
@@ -65,6 +66,7 @@ from trainables.settings import (
     EXIT_BAD_INPUT,
     UserInputError,
     joined,
+    leaving_quickly,
     load_checked_splits,
 )
 
@@ -149,7 +151,7 @@ def _run(args: argparse.Namespace) -> StudyOutcome:
         print(make_plan(spec).describe())
         return StudyOutcome(EXIT_OK, spec.name)
     spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec)
-    tracker = start_tracking_and_ray(
+    tracker, ray_started = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
     if args.reports.lower() != NO_REPORT:
@@ -164,7 +166,7 @@ def _run(args: argparse.Namespace) -> StudyOutcome:
         progress=_progress(plan, state, args.verbose), optuna_storage=optuna_url,
     )  # fmt: skip
     try:
-        return _run_study(context, state, tracker, args.reports)
+        return _run_study(context, state, tracker, args.reports, ray_started)
     finally:
         context.progress.close()
 
@@ -211,9 +213,14 @@ def _checked_data(spec: StudySpec) -> str:
 
 
 def _run_study(
-    context: PhaseContext, state: dict[str, Any], tracker: StudyTracker, reports: str
+    context: PhaseContext,
+    state: dict[str, Any],
+    tracker: StudyTracker,
+    reports: str,
+    ray_started: bool,
 ) -> StudyOutcome:
-    """Run the phases, then summarise and report; the exit code says how it ended."""
+    """Run the phases, then summarise and report, stopping the Ray started for them meanwhile;
+    the exit code says how it ended."""
     spec, store, study_run = context.spec, context.store, context.study_run
     resume = _resume_line(spec.name, state["profile"], state["overrides"])
     ended = StudyOutcome(EXIT_OK, spec.name, study_run, context.tracking_uri, resume=resume)
@@ -242,7 +249,18 @@ def _run_study(
         tracker.end_study(study_run, context.arm_runs, "KILLED")
         print(f"study interrupted; its state is saved. Resume with:\n  {resume}", file=sys.stderr)
         return dataclasses.replace(ended, exit_code=EXIT_INTERRUPTED)
-    uri = context.tracking_uri
+    with ray_stopped_meanwhile(ray_started):
+        report = _summary_and_report(context, tracker, driver_time, reports)
+    reserve.release()
+    return dataclasses.replace(ended, report=report)
+
+
+def _summary_and_report(
+    context: PhaseContext, tracker: StudyTracker, driver_time: DriverTime, reports: str
+) -> Path | None:
+    """The finished study's summary lines, its state in MLflow, its report (the folder; None
+    without one)."""
+    spec, study_run, uri = context.spec, context.study_run, context.tracking_uri
     print(patiently(lambda: confirm_summary(tracker, study_run, spec.metric.name), uri))
     finished = {"state": "finished", **driver_time.tags()}
     patiently(lambda: tracker.set_tags(study_run, finished), uri)
@@ -251,10 +269,9 @@ def _run_study(
         print(f"no report made (--reports {NO_REPORT}); make it with: python -m study.report "
               f"{spec.name} --run-id {study_run}")  # fmt: skip
     else:
-        report = _report(context.tracking_uri, spec.name, study_run, reports)
+        report = _report(uri, spec.name, study_run, reports)
     patiently(lambda: tracker.end_study(study_run, context.arm_runs, "FINISHED"), uri)
-    reserve.release()
-    return dataclasses.replace(ended, report=report)
+    return report
 
 
 def _optuna_storage(args: argparse.Namespace, uri: str, store: StudyStore) -> str | None:
@@ -319,5 +336,11 @@ def _report(uri: str, study: str, study_run: str, reports: str) -> Path | None:
     return report.folder.resolve()
 
 
+def command() -> int:
+    """`python -m study.run` and the installed `study-run`: `main`, then an exit that skips
+    the interpreter's last garbage collection."""
+    return leaving_quickly(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from trainables.errors import TrainingDiverged, UserInputError, joined
-from trainables.settings.command_line import trial_parser
+from trainables.settings.command_line import leaving_quickly, trial_parser
 from trainables.settings.config import TrialConfig
 from trainables.settings.stage_config import STAGE_KEY, stage_prefix
 from trainables.training.stages import StagedTrial
@@ -118,5 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def command() -> int:
+    """`python -m trainables` and the installed `trainables-run`: `main`, then an exit that skips
+    the interpreter's last garbage collection."""
+    return leaving_quickly(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from study.execution.context import PhaseContext
 from study.execution.phases import run_phases
-from study.execution.runtime import check_address, start_tracking_and_ray, stop_ray
+from study.execution.runtime import (
+    check_address,
+    ray_stopped_meanwhile,
+    start_tracking_and_ray,
+    stop_ray,
+)
 from study.execution.saved_state import SpaceReserve
 from study.execution.storage import StudyStore, study_folder
 from study.execution.storage_guard import is_storage_full, settle_full_storage
@@ -23,6 +28,7 @@ from study.execution.storage_outage import is_storage_unreachable, settle_unreac
 
 __all__ = [
     "PhaseContext", "SpaceReserve", "StudyStore", "check_address", "is_storage_full",
-    "is_storage_unreachable", "run_phases", "settle_full_storage", "settle_unreachable_storage",
+    "is_storage_unreachable", "ray_stopped_meanwhile", "run_phases", "settle_full_storage",
+    "settle_unreachable_storage",
     "start_tracking_and_ray", "stop_ray", "study_folder",
 ]  # fmt: skip

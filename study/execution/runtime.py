@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import ray
 
@@ -42,11 +45,13 @@ def check_address(address: str | None, timeout_s: float = 5.0) -> None:
 
 def start_ray(
     address: str | None, num_cpus: int | None, store: StudyStore, verbose: bool = False
-) -> None:
+) -> bool:
     """Start a local Ray, or join a cluster; refuse local-only storage on several hosts.
-    Unless `verbose`, the trials' processes keep Ray's own info lines to themselves."""
+    Unless `verbose`, the trials' processes keep Ray's own info lines to themselves. True when
+    Ray was started or joined here; False when the process had one already (a notebook's own,
+    which the study leaves running)."""
     if ray.is_initialized():
-        return
+        return False
     quiet = {"include_dashboard": False, "logging_level": logging.WARNING}
     quiet |= ray_init_options(verbose)
     try:
@@ -66,6 +71,7 @@ def start_ray(
     if problem:
         ray.shutdown()
         raise UserInputError(problem)
+    return True
 
 
 def stop_ray() -> None:
@@ -74,6 +80,24 @@ def stop_ray() -> None:
     the last."""
     if ray.is_initialized():
         ray.shutdown()
+
+
+@contextmanager
+def ray_stopped_meanwhile(started_here: bool) -> Iterator[None]:
+    """Stop the Ray this invocation started while the driver does its last work, and wait for
+    it before going on. The summary and the report after the last phase read MLflow, never
+    Ray; Ray's shutdown is mostly waiting for its processes to end, about 2 s that would
+    otherwise follow the report (bench/study_overhead.py). A Ray the process had before the
+    study is left running."""
+    if not started_here:
+        yield
+        return
+    stopping = threading.Thread(target=stop_ray, name="ray-shutdown")
+    stopping.start()
+    try:
+        yield
+    finally:
+        stopping.join()
 
 
 def storage_problem(nodes: list[dict], store: StudyStore) -> str | None:
@@ -96,18 +120,19 @@ def start_tracking_and_ray(
     num_cpus: int | None,
     store: StudyStore,
     verbose: bool = False,
-) -> StudyTracker:
+) -> tuple[StudyTracker, bool]:
     """Open the MLflow store (its schema, for a new sqlite file) while Ray starts: seconds
-    each, mostly waiting. A store that cannot be used stops Ray again and is said last."""
+    each, mostly waiting. A store that cannot be used stops Ray again and is said last. The
+    tracker, and whether Ray was started or joined here (`start_ray`)."""
     with ThreadPoolExecutor(1, thread_name_prefix="mlflow") as pool:
         tracking = pool.submit(connect_tracking, uri, study)
         try:
-            start_ray(address, num_cpus, store, verbose)
+            started_here = start_ray(address, num_cpus, store, verbose)
         except UserInputError:
             tracking.result()  # a tracking error is said first
             raise
         try:
-            return tracking.result()
+            return tracking.result(), started_here
         except UserInputError:
             stop_ray()
             raise

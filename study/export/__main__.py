@@ -26,7 +26,14 @@ from study.export.register import register_folder
 from study.names import MODEL_ARTIFACT, tracking_uri
 from study.tracking.artifacts import no_progress_bars
 from study.tracking.reading import load_study_record
-from trainables.settings import EXIT_BAD_INPUT, OneLineParser, UserInputError, exit_codes, joined
+from trainables.settings import (
+    EXIT_BAD_INPUT,
+    OneLineParser,
+    UserInputError,
+    exit_codes,
+    joined,
+    leaving_quickly,
+)
 
 EXAMPLES = """examples:
   python -m study.export ner_depth --arm depth=full-1 --seed 3
@@ -134,5 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def command() -> int:
+    """`python -m study.export` and the installed `study-export`: `main`, then an exit that skips
+    the interpreter's last garbage collection."""
+    return leaving_quickly(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

@@ -18,7 +18,14 @@ from pathlib import Path
 from study.names import tracking_uri
 from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
 from study.report.build import write_report
-from trainables.settings import EXIT_BAD_INPUT, OneLineParser, UserInputError, exit_codes, joined
+from trainables.settings import (
+    EXIT_BAD_INPUT,
+    OneLineParser,
+    UserInputError,
+    exit_codes,
+    joined,
+    leaving_quickly,
+)
 
 EXAMPLES = """examples:
   python -m study.report ner_depth                      # the newest finished ner_depth study
@@ -77,5 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def command() -> int:
+    """`python -m study.report` and the installed `study-report`: `main`, then an exit that skips
+    the interpreter's last garbage collection."""
+    return leaving_quickly(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

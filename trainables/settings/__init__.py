@@ -43,6 +43,7 @@ from trainables.settings.command_line import (
     OneLineParser,
     add_set_option,
     exit_codes,
+    leaving_quickly,
     trial_parser,
     write_or_check,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "budget_shape",
     "check_patience",
     "exit_codes",
+    "leaving_quickly",
     "parse_budget",
     "trial_parser",
     "write_or_check",

@@ -67,7 +67,10 @@ def rewrite_from_staging(storage) -> bool:
     back whole."""
     staging = Path(storage.experiment_driver_staging_path)
     target, fs = storage.experiment_fs_path, storage.storage_filesystem
-    # Tune's own upload may still be running; it ends, or fails on the full disk
+    # Tune's own upload may still be running; it ends, or fails on the full disk. This waits
+    # for it only where the trial shares the driver's syncer: a trial made by a search
+    # generator holds a deep copy with a syncer of its own, whose wait returns at once (a
+    # local full disk fails Tune's upload at once too; storage_outage.py says the rest)
     with contextlib.suppress(Exception):
         storage.syncer.wait()
     files = sorted(p for p in staging.glob("*") if p.is_file()) if staging.is_dir() else []

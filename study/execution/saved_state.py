@@ -70,7 +70,7 @@ def rewrite_from_staging(storage) -> bool:
     # Tune's own upload may still be running; it ends, or fails on the full disk. This waits
     # for it only where the trial shares the driver's syncer: a trial made by a search
     # generator holds a deep copy with a syncer of its own, whose wait returns at once (a
-    # local full disk fails Tune's upload at once too; storage_outage.py says the rest)
+    # local full disk fails Tune's upload at once too; storage_guard.py says the rest)
     with contextlib.suppress(Exception):
         storage.syncer.wait()
     files = sorted(p for p in staging.glob("*") if p.is_file()) if staging.is_dir() else []

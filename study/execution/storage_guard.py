@@ -22,6 +22,8 @@ from study.tracking.callback import trial_error_text
 
 log = logging.getLogger(__name__)
 
+# where Ray logs a failed upload of Tune's state (ray/train/_internal/storage.py)
+RAY_STORAGE_LOGGER = "ray.train._internal.storage"
 NO_SPACE = ("No space left on device", f"[Errno {errno.ENOSPC}]", "Disk quota exceeded")
 
 
@@ -116,7 +118,15 @@ def end_stopped_study(
 ) -> None:
     """Mark the study run as stopped by its storage (`tags`: its state, full or unreachable,
     and its wall time so far), then stop Ray, whose log monitor would otherwise go on
-    printing after the driver's last line."""
+    printing after the driver's last line.
+
+    Tune's last upload of its state may still be running in a thread of the driver that no
+    caller can wait for (each trial holds a copy of the storage context, with a syncer of its
+    own). Against a server that went away, its S3 client retries for seconds, then Ray logs
+    the failure with a traceback: after the driver's last line, and saying nothing that line
+    does not. So Ray's storage logger is quietened here, once the storage has stopped the
+    study."""
+    logging.getLogger(RAY_STORAGE_LOGGER).setLevel(logging.CRITICAL)
     try:  # the tracking store may be down too, or live on the same full disk
         tracker.set_tags(study_run, tags)
         tracker.end_study(study_run, arm_runs, "KILLED")

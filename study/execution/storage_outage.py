@@ -12,8 +12,6 @@ says so in one line and `--resume` carries on from there once the storage answer
 
 from __future__ import annotations
 
-import logging
-
 from study.execution.storage_guard import StorageGuard, end_stopped_study, error_chain
 from study.tracking import StudyTracker
 from study.tracking.callback import trial_error_text
@@ -21,8 +19,6 @@ from study.tracking.callback import trial_error_text
 # what pyarrow's S3 client says when it gets no answer (refused, reset, timed out)
 UNREACHABLE = ("AWS Error NETWORK_CONNECTION",)
 STATE_TAG = "storage_unreachable"
-# where Ray logs a failed upload of Tune's state (ray/train/_internal/storage.py)
-RAY_STORAGE_LOGGER = "ray.train._internal.storage"
 
 
 class StorageUnreachable(RuntimeError):
@@ -67,13 +63,6 @@ def settle_unreachable_storage(
     tags: dict[str, str],
 ) -> str:
     """After the trials stopped because the storage went away: mark the study run (its state,
-    and `tags`) and stop Ray. The line that says what did not answer.
-
-    Tune's last upload of its state may still be running in a thread of the driver that no
-    caller can wait for (each trial holds a copy of the storage context, with a syncer of its
-    own). Against a server that went away, its S3 client retries for seconds, then Ray logs
-    the failure with a traceback: after the driver's last line, and saying nothing that line
-    does not. So Ray's storage logger is quietened here, once the outage is known."""
-    logging.getLogger(RAY_STORAGE_LOGGER).setLevel(logging.CRITICAL)
+    and `tags`) and stop Ray. The line that says what did not answer."""
     end_stopped_study(tracker, study_run, arm_runs, {"state": STATE_TAG, **tags})
     return unreachable_reason(err)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import ray
 
 from study.execution.storage import StudyStore, is_uri
-from study.progress.quiet import ray_init_options
+from study.progress.quiet import quiet_ray_start, ray_init_options
 from study.tracking import StudyTracker
 from study.tracking.start import connect_tracking
 from trainables.settings import UserInputError, first_line
@@ -58,7 +58,8 @@ def start_ray(
         if address:
             ray.init(address=address, **quiet)
         else:
-            ray.init(num_cpus=num_cpus, object_store_memory=256 * 1024**2, **quiet)
+            with quiet_ray_start(verbose):
+                ray.init(num_cpus=num_cpus, object_store_memory=256 * 1024**2, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as err:
         where = f"--address {address}" if address else "a local Ray"
         raise UserInputError(f"cannot start or reach {where}: {first_line(err)}") from err

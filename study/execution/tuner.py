@@ -26,7 +26,7 @@ from study.execution.storage_guard import StorageGuard
 from study.execution.storage_outage import OutageGuard
 from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
 from study.progress.callback import ProgressCallback
-from study.progress.quiet import tune_verbosity
+from study.progress.quiet import logger_level, tune_verbosity
 from study.search import ExploreTrial
 from study.search.tune_internals import run_config_of
 from study.spec import StudySpec
@@ -193,15 +193,12 @@ def saved_trials(experiment: str) -> list:
     stopped stays PAUSED there (Tune refreshes a trial's saved state only when it has a
     live worker), so a phase is done when Tune finished every trial in memory and none was
     saved running or starting."""
-    quiet = logging.getLogger("ray.tune.analysis.experiment_analysis")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # trials that never reported are fine here
-    try:
-        return tune.ExperimentAnalysis(experiment).trials
-    except ValueError:  # interrupted before Tune saved anything: nothing finished
-        return []
-    finally:
-        quiet.setLevel(level)
+    # trials that never reported are fine here
+    with logger_level("ray.tune.analysis.experiment_analysis", logging.ERROR):
+        try:
+            return tune.ExperimentAnalysis(experiment).trials
+        except ValueError:  # interrupted before Tune saved anything: nothing finished
+            return []
 
 
 def explore_trials(context: PhaseContext) -> list[ExploreTrial]:

@@ -9,16 +9,21 @@ start whatever the setting, so the driver uses Tune's plain output engine unless
 at each evaluation and `Restored on ... from checkpoint` after a restart, which Ray forwards
 to the driver's terminal: `quiet_workers` runs in every worker process of the study (ray.init's
 `worker_process_setup_hook`) and lets only warnings and errors of those loggers through.
+A Ray the study starts itself also warns, at every start, that it secured the cluster with a
+token, as Ray does by default (`quiet_ray_start`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 WORKER_HOOK = "study.progress.quiet.quiet_workers"
 OUTPUT_ENGINE_ENV = "RAY_AIR_NEW_OUTPUT"  # Tune's choice of output engine; "0": the plain one
 RAY_LOGGERS = ("ray.train", "ray.tune")
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
 
 def quiet_workers() -> None:
@@ -29,6 +34,24 @@ def quiet_workers() -> None:
 def ray_init_options(verbose: bool) -> dict:
     """What `ray.init` takes so that trials' processes are quiet (nothing with --verbose)."""
     return {} if verbose else {"runtime_env": {"worker_process_setup_hook": WORKER_HOOK}}
+
+
+@contextmanager
+def logger_level(name: str, level: int) -> Iterator[None]:
+    """`name`'s logger at `level` for the block, then as it was."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def quiet_ray_start(verbose: bool) -> AbstractContextManager[None]:
+    """Around the `ray.init` that starts a local Ray: its warning that token authentication
+    is on (which the user neither asked for nor needs to act on) stays out unless --verbose."""
+    return nullcontext() if verbose else logger_level(RAY_AUTH_LOGGER, logging.ERROR)
 
 
 def tune_verbosity(verbose: bool) -> int:

@@ -132,7 +132,7 @@ def test_progress_lines_and_summary_are_printed(finished_study):
                      r"(\d+m)?\d+s, ETA 0s$", progress[-1]), progress[-1]  # fmt: skip
     output = done.stdout + done.stderr
     for ray_line in ("Checkpoint successfully created", "Trial status", "train_tagger_",
-                     "Configuration for experiment"):  # fmt: skip
+                     "Configuration for experiment", "Token authentication is"):  # fmt: skip
         assert ray_line not in output, ray_line
     assert "confirm phase, mean ± std over seeds" in done.stdout
     arm_lines = [line for line in done.stdout.splitlines() if line.startswith("  depth=")]

@@ -42,8 +42,11 @@ from study.execution import (
     is_storage_full,
     is_storage_unreachable,
     ray_stopped_meanwhile,
+    refused_settings,
+    refused_settings_line,
     run_phases,
     settle_full_storage,
+    settle_refused_settings,
     settle_unreachable_storage,
     start_tracking_and_ray,
     study_folder,
@@ -230,6 +233,12 @@ def _run_study(
         reserve.hold()
         finished = run_phases(context, state)
     except Exception as err:
+        refused = refused_settings(err)
+        if refused is not None:
+            settle_refused_settings(tracker, study_run, context.arm_runs, driver_time.tags())
+            print(f"error: {refused_settings_line(spec, state['overrides'], refused)}",
+                  file=sys.stderr)  # fmt: skip
+            return dataclasses.replace(ended, exit_code=EXIT_BAD_INPUT)
         if is_storage_unreachable(err):
             reason = settle_unreachable_storage(
                 err, tracker, study_run, context.arm_runs, driver_time.tags()

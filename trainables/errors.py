@@ -21,6 +21,26 @@ class ConfigError(UserInputError):
     """A trial or study configuration value outside what is allowed."""
 
 
+class SettingError(ConfigError):
+    """A trial setting that cannot run: `setting` is its name, `path` where inside its value
+    (`until_plateau`, `patience`) and `reason` what is wrong there, so a study's driver can
+    point at the study file's line. Rebuilt from `path` and `reason` when copied or pickled:
+    Ray copies a trial's error in the trial's process and unpickles it in the driver's, and an
+    error that cannot be rebuilt reaches the driver as an unrelated TypeError."""
+
+    setting = ""
+
+    def __init__(self, path: tuple[str | int, ...], reason: str):
+        self.path, self.reason = tuple(path), joined(reason)
+        super().__init__(f"trial setting {self.setting}{self.dotted_path()}: {self.reason}")
+
+    def dotted_path(self) -> str:
+        return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in self.path)
+
+    def __reduce__(self):
+        return type(self), (self.path, self.reason)
+
+
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the trial's result would be garbage."""
 

@@ -22,13 +22,18 @@ from study.execution.runtime import (
     stop_ray,
 )
 from study.execution.saved_state import SpaceReserve
+from study.execution.settings_guard import (
+    refused_settings,
+    refused_settings_line,
+    settle_refused_settings,
+)
 from study.execution.storage import StudyStore, study_folder
 from study.execution.storage_guard import is_storage_full, settle_full_storage
 from study.execution.storage_outage import is_storage_unreachable, settle_unreachable_storage
 
 __all__ = [
     "PhaseContext", "SpaceReserve", "StudyStore", "check_address", "is_storage_full",
-    "is_storage_unreachable", "ray_stopped_meanwhile", "run_phases", "settle_full_storage",
-    "settle_unreachable_storage",
+    "is_storage_unreachable", "ray_stopped_meanwhile", "refused_settings", "refused_settings_line",
+    "run_phases", "settle_full_storage", "settle_refused_settings", "settle_unreachable_storage",
     "start_tracking_and_ray", "stop_ray", "study_folder",
 ]  # fmt: skip

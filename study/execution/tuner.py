@@ -21,6 +21,7 @@ from ray.tune.logger import JsonLoggerCallback
 
 from study.execution.context import PhaseContext
 from study.execution.saved_state import check_restorable, has_saved_state
+from study.execution.settings_guard import SettingsGuard, hide_refused_tracebacks
 from study.execution.storage import drop_checkpoints
 from study.execution.storage_guard import StorageGuard
 from study.execution.storage_outage import OutageGuard
@@ -91,9 +92,16 @@ def _new_tuner(
         run_config=tune.RunConfig(
             name=name,
             storage_path=context.store.join(context.study_dir),
-            # guards first: see them; then each trial's result.json (ExperimentAnalysis and
+            # storage guards first: see them; the settings guard after the trial's MLflow
+            # record; then each trial's result.json (ExperimentAnalysis and
             # bench/study_overhead.py read it) but not Tune's TensorBoard and CSV files
-            callbacks=[StorageGuard(), OutageGuard(), callback, JsonLoggerCallback()],
+            callbacks=[
+                StorageGuard(),
+                OutageGuard(),
+                callback,
+                SettingsGuard(),
+                JsonLoggerCallback(),
+            ],  # fmt: skip
             checkpoint_config=tune.CheckpointConfig(num_to_keep=kept_checkpoints(spec)),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             verbose=tune_verbosity(context.verbose),
@@ -176,6 +184,7 @@ def _ended_trials(tuner: tune.Tuner) -> int:
     results hold every trial of the experiment, about 0.13 MB each: they are let go here,
     before `saved_trials` loads the saved copy, or both would be held at once (the driver's
     peak memory at 10,000 trials, bench/scale.py, docs/scale.md)."""
+    hide_refused_tracebacks()  # the driver says it in one line
     results = tuner.fit()
     ended = results.num_terminated + results.num_errors
     del results, tuner

@@ -18,7 +18,7 @@ fixed, the value checks), `distributions` (the search kinds and their registry),
 
 from __future__ import annotations
 
-from study.spec.build import load_study, model_config
+from study.spec.build import load_study, model_config, study_field_error
 from study.spec.distributions import (
     KINDS,
     Categorical,
@@ -45,5 +45,5 @@ __all__ = [
     "ExplorePhase", "FieldPath", "IntRange", "LogUniform", "Metric", "Override", "SpecError",
     "StudySpec", "Uniform", "check_same_overrides", "display_path", "finite_points",
     "known_studies", "load_study", "make_sampler", "model_config", "next_drawer",
-    "parse_overrides",
+    "parse_overrides", "study_field_error",
 ]  # fmt: skip

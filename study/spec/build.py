@@ -94,6 +94,28 @@ def load_study(
     return _build(doc, path, resolve_model_layers, download)
 
 
+def study_field_error(
+    spec: StudySpec,
+    overrides: Sequence[str],
+    setting: str,
+    path: tuple[str | int, ...],
+    reason: str,
+    value: Any = None,
+) -> str:
+    """The one-line error, at its `file:line: field`, for a trial setting's `path` inside its
+    `value` (`until_plateau`, `patience`) as the study file writes it (in `fixed`, else as
+    one of the `grid` values), with the spec's profile and the `overrides` it ran with: for
+    what only a trial can find, once it has read its data."""
+    base = read_study(spec.path)
+    doc = apply_overrides(apply_profile(base, spec.profile), parse_overrides(overrides))
+    if setting in (doc.data.get("fixed") or {}):
+        return str(doc.fail(("fixed", setting, *path), reason))
+    values = (doc.data.get("grid") or {}).get(setting) or []
+    index = next((i for i, v in enumerate(values) if v == value), None)
+    where = ("grid", setting) if index is None else ("grid", setting, index, *path)
+    return str(doc.fail(where, reason))
+
+
 def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudySpec:
     description = _description(doc)
     folder = path.resolve().parent

@@ -278,6 +278,16 @@ class StudyTracker:
     def end(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status)
 
+    def end_running_trials(self, study_run: str, status: str) -> int:
+        """End the study run's trial runs still marked running (trials stopped with the
+        study, which no resume will continue) with `status`; how many there were."""
+        where = (f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}' "
+                 "and attributes.status = 'RUNNING'")  # fmt: skip
+        running = self.client.search_runs([self.experiment_id], where, max_results=10000)
+        for run in running:
+            self.end(run.info.run_id, status)
+        return len(running)
+
     def end_study(self, study_run: str, arm_runs: dict[str, str], status: str) -> None:
         """Close the study run and its arm runs (FINISHED, or KILLED when interrupted; a
         resumed study sets them RUNNING again)."""

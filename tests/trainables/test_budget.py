@@ -5,14 +5,18 @@ final gain; bad budgets are one line."""
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 
 import pytest
 import yaml
 
 from trainables import __main__ as command_line
 from trainables.errors import ConfigError
+from trainables.settings.budget import BudgetError
 from trainables.settings.config import TrialConfig
+from trainables.settings.stage_config import StageError
 from trainables.training.curves import final_gain
 from trainables.training.metrics import is_wall_clock
 from trainables.training.train import Trial
@@ -150,3 +154,21 @@ def test_the_command_line_takes_a_budget_and_refuses_a_bad_one(trial_settings, t
     err = capsys.readouterr().err.strip()
     assert err == "error: trial setting budget.steps: 0 is not allowed: an integer >= 1"
     assert not out.exists()  # nothing written
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        BudgetError(("until_plateau", "patience"), "3 is not allowed:\n  more than 2"),
+        StageError((0, "budget", "steps"), "0 is not allowed"),
+    ],
+    ids=["budget", "stage"],
+)
+def test_a_setting_error_survives_the_copy_and_pickle_that_carry_it_to_the_driver(error):
+    """Ray copies a trial's error in the trial's process and unpickles it in the driver's; an
+    error rebuilt with the wrong arguments reached the driver as an unrelated TypeError."""
+    for rebuilt in (copy.copy(error), pickle.loads(pickle.dumps(error))):
+        assert type(rebuilt) is type(error)
+        assert (rebuilt.path, rebuilt.reason, str(rebuilt)) == (
+            error.path, error.reason, str(error)
+        )  # fmt: skip

@@ -21,6 +21,7 @@ from trainables.data.sources.huggingface import HuggingFaceSource
 from trainables.errors import (
     ConfigError,
     ModelError,
+    SettingError,
     UserInputError,
     first_line,
     joined,
@@ -137,6 +138,7 @@ __all__ = [
     "Loader",
     "YamlLimitError",
     "ModelError",
+    "SettingError",
     "StageError",
     "Surface",
     "TrialConfig",

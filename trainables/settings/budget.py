@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from trainables.errors import ConfigError, joined
+from trainables.errors import SettingError
 
 BUDGET = "budget"  # the trial setting, study factor and stage key
 # a final result's metric: 1 when `until_plateau`'s patience ended the trial before its last
@@ -52,13 +52,11 @@ PLATEAU_KEYS = {
 EXAMPLE = "{steps: 600} or {until_plateau: {patience: 2, min_delta: 0.005, max_epochs: 12}}"
 
 
-class BudgetError(ConfigError):
+class BudgetError(SettingError):
     """A budget that cannot run; `path` is where inside the setting (`until_plateau`,
     `patience`) and `reason` what is wrong there, so a study file's error names the line."""
 
-    def __init__(self, path: tuple[str, ...], reason: str):
-        self.path, self.reason = path, joined(reason)
-        super().__init__(f"trial setting {'.'.join((BUDGET, *path))}: {self.reason}")
+    setting = BUDGET
 
 
 @dataclass(frozen=True)

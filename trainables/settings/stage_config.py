@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainables.data.sources import data_inputs
-from trainables.errors import ConfigError, joined
+from trainables.errors import ConfigError, SettingError
 from trainables.settings.budget import BUDGET, BudgetError, parse_budget
 
 INTERMEDIATE = "intermediate"  # the trial setting and grid factor
@@ -61,17 +61,11 @@ def stage_prefix(index: int) -> str:
     return f"{STAGE_KEY}{index}_"
 
 
-class StageError(ConfigError):
+class StageError(SettingError):
     """A stage that cannot run; `path` is where in the `intermediate` list (index, key, ...)
     and `reason` what is wrong there, so a study file's error can point at the line."""
 
-    def __init__(self, path: tuple[str | int, ...], reason: str):
-        self.path, self.reason = path, joined(reason)
-        super().__init__(f"trial setting {INTERMEDIATE}{_dotted(path)}: {self.reason}")
-
-
-def _dotted(path: tuple[str | int, ...]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+    setting = INTERMEDIATE
 
 
 @dataclass(frozen=True)

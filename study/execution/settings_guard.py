@@ -44,9 +44,8 @@ def refused_input(err: BaseException | None) -> UserInputError | None:
     for a trial is Ray's task error made an instance of its cause's class, so the class
     survives the trip from the trial's process when the error can be rebuilt there."""
     for e in error_chain(err):
-        cause = getattr(e, "cause", None)
-        for candidate in (e, cause):
-            if isinstance(candidate, UserInputError) and not isinstance(candidate, SettingsRefused):
+        for candidate in (getattr(e, "cause", None), e):  # the trial's own error first
+            if isinstance(candidate, UserInputError):
                 return candidate
     return None
 

@@ -24,7 +24,7 @@ from study.execution.storage_guard import error_chain
 from study.names import STUDY_TAGS, TRIAL_CONFIG
 from study.spec import StudySpec, study_field_error
 from study.tracking import StudyTracker
-from trainables.settings import SettingError, UserInputError, first_line
+from trainables.settings import ConfigError, SettingError, UserInputError, first_line
 
 # where Tune logs each failed trial's traceback (ray/tune/execution/tune_controller.py)
 TUNE_CONTROLLER_LOGGER = "ray.tune.execution.tune_controller"
@@ -34,18 +34,23 @@ class SettingsRefused(UserInputError):
     """A trial of `arm` refused its settings (`cause`, the trial's own error; `value`, the
     trial's value of the setting it names, if it names one)."""
 
-    def __init__(self, arm: str, cause: UserInputError, value: Any = None):
+    def __init__(self, arm: str, cause: ConfigError, value: Any = None):
         super().__init__(f"a trial of arm {arm} refused its settings: {first_line(cause)}")
         self.arm, self.cause, self.value = arm, cause, value
 
 
-def refused_input(err: BaseException | None) -> UserInputError | None:
-    """The user-input error a trial raised, if `err` is or carries one. The error Tune holds
+def refused_input(err: BaseException | None) -> ConfigError | None:
+    """The settings error a trial raised, if `err` is or carries one. The error Tune holds
     for a trial is Ray's task error made an instance of its cause's class, so the class
-    survives the trip from the trial's process when the error can be rebuilt there."""
+    survives the trip from the trial's process when the error can be rebuilt there.
+
+    Only a `ConfigError`, a property of the settings that every trial of them would meet. A
+    model or data file that a trial cannot read (`ModelError`, `DataError`) can be a matter
+    of the node it ran on, where a retry elsewhere may succeed: the driver has read both
+    itself before the study started."""
     for e in error_chain(err):
         for candidate in (getattr(e, "cause", None), e):  # the trial's own error first
-            if isinstance(candidate, UserInputError):
+            if isinstance(candidate, ConfigError):
                 return candidate
     return None
 

@@ -19,7 +19,7 @@ from study.execution.settings_guard import (
 )
 from study.spec import load_study
 from tests.study_helpers import driver_tracebacks, run_study, runs_by_kind, write_study
-from trainables.errors import DataError, TrainingDiverged, first_line
+from trainables.errors import ConfigError, DataError, TrainingDiverged, first_line
 from trainables.settings.budget import BudgetError
 
 # patience 2 is within max_epochs 2, so the file passes its checks; at eval_every 1000 the
@@ -43,8 +43,10 @@ def test_a_refused_setting_is_found_in_the_error_ray_delivers_and_a_divergence_i
     assert refused_input(_as_ray_delivers(budget)) is not None
     assert refused_input(_as_ray_delivers(TrainingDiverged("loss became nan"))) is None
     assert refused_input(None) is None
-    found = refused_input(_as_ray_delivers(DataError("extra.conll:3: tag 'E-PER' is not BIO")))
-    assert type(found) is DataError and first_line(found) == "extra.conll:3: tag 'E-PER' is not BIO"
+    found = refused_input(_as_ray_delivers(ConfigError("trial setting lr=-1 is not allowed")))
+    assert type(found) is ConfigError and first_line(found) == "trial setting lr=-1 is not allowed"
+    # a file a trial cannot read may be its node's problem: Tune retries it, as before
+    assert refused_input(_as_ray_delivers(DataError("extra.conll: no such file"))) is None
 
 
 def test_tunes_traceback_of_a_refused_setting_is_dropped_and_others_kept():

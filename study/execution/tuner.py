@@ -101,7 +101,7 @@ def _new_tuner(
                 callback,
                 SettingsGuard(),
                 JsonLoggerCallback(),
-            ],  # fmt: skip
+            ],
             checkpoint_config=tune.CheckpointConfig(num_to_keep=kept_checkpoints(spec)),
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             verbose=tune_verbosity(context.verbose),

@@ -18,11 +18,11 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.entities import Metric, Param, Run, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
@@ -217,19 +217,23 @@ class StudyTracker:
         by a tag search instead cost time in proportion to the runs already in the store
         (bench/scale.py)."""
         if study_run not in self._trial_runs:
-            where = f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}'"
-            index: dict[str, str] = {}
-            token = None
-            while True:
-                page = self.client.search_runs(
-                    [self.experiment_id], where, max_results=1000, page_token=token
-                )
-                index.update({r.data.tags["trial_hash"]: r.info.run_id for r in page})
-                token = page.token
-                if not token:
-                    break
-            self._trial_runs[study_run] = index
+            runs = self._trial_runs_where(study_run)
+            self._trial_runs[study_run] = {r.data.tags["trial_hash"]: r.info.run_id for r in runs}
         return self._trial_runs[study_run]
+
+    def _trial_runs_where(self, study_run: str, also: str = "") -> Iterator[Run]:
+        """The study run's trial runs (that also match `also`, a search filter), page by page."""
+        where = f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}'"
+        where += f" and {also}" if also else ""
+        token = None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], where, max_results=1000, page_token=token
+            )
+            yield from page
+            token = page.token
+            if not token:
+                return
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         self.log_param_list(run_id, param_list(params))
@@ -281,9 +285,7 @@ class StudyTracker:
     def end_running_trials(self, study_run: str, status: str) -> int:
         """End the study run's trial runs still marked running (trials stopped with the
         study, which no resume will continue) with `status`; how many there were."""
-        where = (f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}' "
-                 "and attributes.status = 'RUNNING'")  # fmt: skip
-        running = self.client.search_runs([self.experiment_id], where, max_results=10000)
+        running = list(self._trial_runs_where(study_run, "attributes.status = 'RUNNING'"))
         for run in running:
             self.end(run.info.run_id, status)
         return len(running)

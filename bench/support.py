@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -54,9 +55,19 @@ def machine_line(precision: str) -> str:
     """A bench's header: the CPU and cores, its speed-relevant flags, whether it has native
     bf16 (or the forced answer) and the precision the numbers were made in."""
     from study.fingerprint import hardware
-    from trainables.settings.precision import cpuinfo_flags, host_has_native_bf16
+    from trainables.settings.precision import (
+        FORCE_ENV,
+        cpuinfo_flags,
+        forced_answer,
+        host_has_native_bf16,
+        onednn_bf16_cap,
+    )
 
     present = cpuinfo_flags()
     flags = " ".join(f for f in SPEED_FLAGS if f in present) or "none of " + ", ".join(SPEED_FLAGS)
     native = "native bf16" if host_has_native_bf16() else "no native bf16"
+    if forced_answer() is not None:
+        native += f" (forced: {FORCE_ENV}={os.environ[FORCE_ENV]})"
+    elif onednn_bf16_cap():
+        native += f" (oneDNN capped: {onednn_bf16_cap()})"
     return f"{hardware()}; flags: {flags}; {native}; precision {precision}"

@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from trainables.settings import TINY_MODEL, data_inputs, resolve_model
+from trainables.settings import TINY_MODEL, data_inputs, instruction_caps, resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -99,6 +99,9 @@ def hardware() -> str:
     except OSError:
         pass
     text = f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+    caps = instruction_caps()
+    if caps:
+        text += f"; instructions capped by {', '.join(caps)}"
     try:
         import ray
 

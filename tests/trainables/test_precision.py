@@ -24,10 +24,12 @@ from trainables.settings.config import TrialConfig
 from trainables.settings.precision import (
     CPUINFO,
     FORCE_ENV,
+    ONEDNN_ISA_ENVS,
     cpuinfo_flags,
     forced_answer,
     has_native_bf16,
     host_has_native_bf16,
+    instruction_caps,
 )
 from trainables.training.train import Trial
 
@@ -45,7 +47,8 @@ ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes crc32 bf16 i8mm\nCPU par
 
 @pytest.fixture
 def unforced(monkeypatch):
-    monkeypatch.delenv(FORCE_ENV, raising=False)
+    for name in (FORCE_ENV, *ONEDNN_ISA_ENVS):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.parametrize(
@@ -76,6 +79,58 @@ def test_the_kernel_and_torch_agree_on_this_cpu(unforced):
     expected = "bf16" if from_kernel else "fp32"
     assert trial_precision(CPU, "auto") == expected
     assert resolved_precision(load_study("ner_depth", "default")) == expected
+
+
+@pytest.mark.parametrize(
+    ("caps", "native"),
+    [
+        ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, False),
+        ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, False),
+        ({"DNNL_MAX_CPU_ISA": "AVX512_CORE_VNNI"}, False),  # oneDNN's older name
+        ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}, True),
+        ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}, True),
+        ({"ONEDNN_MAX_CPU_ISA": "ALL", "DNNL_MAX_CPU_ISA": "AVX2"}, True),  # the newer name wins
+        ({"ONEDNN_MAX_CPU_ISA": "avx512_core"}, False),  # either case
+        ({"ONEDNN_MAX_CPU_ISA": "AVX3"}, True),  # not a name oneDNN knows: no cap
+    ],
+)
+def test_onednn_capped_below_bf16_counts_as_no_native_bf16(
+    monkeypatch, tmp_path, unforced, caps, native
+):
+    """The flags stay while oneDNN, torch's bf16 matmuls, may not use them: both readers say
+    no, so `auto` is fp32, and an explicit bf16 is one line naming the cap."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(X86_WITH)
+    for name, value in caps.items():
+        monkeypatch.setenv(name, value)
+    assert host_has_native_bf16(cpuinfo) is native
+    if not native:
+        assert not cpu_has_native_bf16()
+        assert trial_precision(CPU, "auto") == "fp32"
+        cap = next(iter(caps.items()))
+        with pytest.raises(ConfigError, match=f"{cap[0]}={cap[1]} caps oneDNN below it"):
+            trial_precision(CPU, "bf16")
+
+
+def test_a_forced_answer_outranks_a_cap(monkeypatch):
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setenv(FORCE_ENV, "1")
+    assert host_has_native_bf16() is cpu_has_native_bf16() is True
+
+
+def test_the_caps_on_instructions_are_named_where_the_machine_is_described(monkeypatch):
+    from study.fingerprint import hardware
+
+    for name in ("ATEN_CPU_CAPABILITY", *ONEDNN_ISA_ENVS, "MKL_ENABLE_INSTRUCTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    assert instruction_caps() == []
+    assert "capped" not in hardware()
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert instruction_caps() == ["ATEN_CPU_CAPABILITY=avx2", "ONEDNN_MAX_CPU_ISA=AVX2"]
+    assert hardware().endswith(
+        "; instructions capped by ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2"
+    )
 
 
 @pytest.mark.parametrize(("forced", "auto"), [("1", "bf16"), ("0", "fp32")])

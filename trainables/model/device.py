@@ -19,6 +19,7 @@ from trainables.settings.precision import (
     NATIVE_BF16_FLAGS,
     forced_answer,
     no_native_bf16,
+    onednn_bf16_cap,
     resolve_precision,
 )
 
@@ -33,12 +34,14 @@ def resolve_device(name: str) -> torch.device:
 
 
 def cpu_has_native_bf16() -> bool:
-    """This process's CPU as torch's cpuinfo reads it (or the forced answer)."""
+    """This process's CPU as torch's cpuinfo reads it, with no cap on oneDNN below its bf16
+    (or the forced answer)."""
     forced = forced_answer()
     if forced is not None:
         return forced
     capabilities = torch.cpu.get_capabilities()
-    return any(bool(capabilities.get(flag, False)) for flag in NATIVE_BF16_FLAGS)
+    native = any(bool(capabilities.get(flag, False)) for flag in NATIVE_BF16_FLAGS)
+    return native and onednn_bf16_cap() is None
 
 
 def trial_precision(device: torch.device, precision: str) -> str:

@@ -69,6 +69,7 @@ from trainables.settings.precision import (
     BF16,
     FP32,
     host_has_native_bf16,
+    instruction_caps,
     no_native_bf16,
     resolve_precision,
 )
@@ -150,6 +151,7 @@ __all__ = [
     "data_inputs",
     "first_line",
     "host_has_native_bf16",
+    "instruction_caps",
     "joined",
     "layout_of",
     "load_checked_splits",

@@ -11,6 +11,11 @@ flags from /proc/cpuinfo to resolve `auto` once for a whole study (study/precisi
 trial's own process asks torch about its CPU (trainables/model/device.py) and refuses a bf16 it
 cannot run natively. Both obey the forced answer in the environment variable FORCE_ENV, which
 lets a test or a user stand in for a CPU with (1) or without (0) native bf16.
+
+Native also needs oneDNN, which runs torch's bf16 matmuls on a CPU, to be allowed the CPU's bf16
+instructions: an environment that caps it below them (ONEDNN_MAX_CPU_ISA=AVX2, say, to act out
+an older CPU) leaves the flags in place while its bf16 matmuls fall back to slower code than
+fp32's (bench/onednn_isa_cap.py). Both readers count such a cap as no native bf16.
 """
 
 from __future__ import annotations
@@ -28,6 +33,12 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 NATIVE_BF16_WORDS = "AVX-512 BF16 or AMX"
 FORCE_ENV = "NER_DEPTH_CPU_BF16"
 CPUINFO = Path("/proc/cpuinfo")
+# oneDNN's cap on its instruction sets, the newer name first as oneDNN reads them, and the caps
+# below AVX512_CORE_BF16 (oneDNN's names, which torch's oneDNN takes in either case)
+ONEDNN_ISA_ENVS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+ONEDNN_ISAS_WITHOUT_BF16 = frozenset(
+    ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+)
 
 
 def forced_answer() -> bool | None:
@@ -57,15 +68,36 @@ def cpuinfo_flags(path: Path = CPUINFO) -> frozenset[str]:
     return frozenset()
 
 
+def onednn_bf16_cap() -> str | None:
+    """`NAME=VALUE` of the environment's cap on oneDNN where it rules out native bf16; None
+    where no cap is set, or where the one set still allows bf16 (or is a name oneDNN ignores)."""
+    for name in ONEDNN_ISA_ENVS:
+        value = os.environ.get(name, "")
+        if value:
+            return f"{name}={value}" if value.upper() in ONEDNN_ISAS_WITHOUT_BF16 else None
+    return None
+
+
+def instruction_caps() -> list[str]:
+    """`NAME=VALUE` of each cap set in the environment on the vector instructions torch's CPU
+    kernels may use (its own, oneDNN's, MKL's), for a description of where numbers were made:
+    a run with a cap is slower than the flags suggest."""
+    names = ("ATEN_CPU_CAPABILITY", *ONEDNN_ISA_ENVS, "MKL_ENABLE_INSTRUCTIONS")
+    return [f"{name}={os.environ[name]}" for name in names if os.environ.get(name)]
+
+
 def has_native_bf16(flags: Iterable[str]) -> bool:
     present = set(flags)
     return any(flag in present for flag in NATIVE_BF16_FLAGS)
 
 
 def host_has_native_bf16(path: Path = CPUINFO) -> bool:
-    """Whether this host's CPU has native bf16: the forced answer, else /proc/cpuinfo."""
+    """Whether this host's CPU has native bf16: the forced answer, else /proc/cpuinfo's flags
+    and no cap on oneDNN below them."""
     forced = forced_answer()
-    return has_native_bf16(cpuinfo_flags(path)) if forced is None else forced
+    if forced is not None:
+        return forced
+    return has_native_bf16(cpuinfo_flags(path)) and onednn_bf16_cap() is None
 
 
 def resolve_precision(precision: str, *, cuda: bool, native_bf16: bool) -> str:
@@ -77,8 +109,10 @@ def resolve_precision(precision: str, *, cuda: bool, native_bf16: bool) -> str:
 
 
 def no_native_bf16(where: str) -> ConfigError:
-    """The one line that refuses bf16 on a CPU without it."""
+    """The one line that refuses bf16 on a CPU without it, or with oneDNN capped below it."""
+    cap = onednn_bf16_cap()
+    lacks = f"{cap} caps oneDNN below it on {where}" if cap else f"{where} has neither"
     return ConfigError(
-        f"precision=bf16 needs a CPU with native bf16 ({NATIVE_BF16_WORDS}), and {where} has "
-        "neither; use precision: fp32, or auto (bf16 only where the CPU has it)"
+        f"precision=bf16 needs a CPU with native bf16 ({NATIVE_BF16_WORDS}), and {lacks}; use "
+        "precision: fp32, or auto (bf16 only where the CPU has it)"
     )

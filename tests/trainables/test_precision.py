@@ -108,8 +108,13 @@ def test_onednn_capped_below_bf16_counts_as_no_native_bf16(
         assert not cpu_has_native_bf16()
         assert trial_precision(CPU, "auto") == "fp32"
         cap = next(iter(caps.items()))
-        with pytest.raises(ConfigError, match=f"{cap[0]}={cap[1]} caps oneDNN below it"):
+        with pytest.raises(
+            ConfigError, match=rf"has oneDNN capped below it \({cap[0]}={cap[1]}\); use"
+        ):
             trial_precision(CPU, "bf16")
+        spec = with_precision(load_study("ner_depth", "default"), "bf16")
+        with pytest.raises(ConfigError, match=rf"study run, has oneDNN capped below it \({cap[0]}"):
+            settle_precision(spec, {"invocation": "x"}, resumed=False, local=True)
 
 
 def test_a_forced_answer_outranks_a_cap(monkeypatch):

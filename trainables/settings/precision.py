@@ -111,7 +111,7 @@ def resolve_precision(precision: str, *, cuda: bool, native_bf16: bool) -> str:
 def no_native_bf16(where: str) -> ConfigError:
     """The one line that refuses bf16 on a CPU without it, or with oneDNN capped below it."""
     cap = onednn_bf16_cap()
-    lacks = f"{cap} caps oneDNN below it on {where}" if cap else f"{where} has neither"
+    lacks = f"{where} has oneDNN capped below it ({cap})" if cap else f"{where} has neither"
     return ConfigError(
         f"precision=bf16 needs a CPU with native bf16 ({NATIVE_BF16_WORDS}), and {lacks}; use "
         "precision: fp32, or auto (bf16 only where the CPU has it)"

@@ -68,6 +68,6 @@ def machine_line(precision: str) -> str:
     native = "native bf16" if host_has_native_bf16() else "no native bf16"
     if forced_answer() is not None:
         native += f" (forced: {FORCE_ENV}={os.environ[FORCE_ENV]})"
-    elif onednn_bf16_cap():
-        native += f" (oneDNN capped: {onednn_bf16_cap()})"
+    elif cap := onednn_bf16_cap():
+        native += f" (oneDNN capped: {cap})"
     return f"{hardware()}; flags: {flags}; {native}; precision {precision}"

@@ -17,9 +17,8 @@ from trainables.errors import ConfigError
 from trainables.settings.precision import (
     BF16,
     NATIVE_BF16_FLAGS,
-    forced_answer,
+    native_bf16,
     no_native_bf16,
-    onednn_bf16_cap,
     resolve_precision,
 )
 
@@ -34,14 +33,13 @@ def resolve_device(name: str) -> torch.device:
 
 
 def cpu_has_native_bf16() -> bool:
-    """This process's CPU as torch's cpuinfo reads it, with no cap on oneDNN below its bf16
-    (or the forced answer)."""
-    forced = forced_answer()
-    if forced is not None:
-        return forced
-    capabilities = torch.cpu.get_capabilities()
-    native = any(bool(capabilities.get(flag, False)) for flag in NATIVE_BF16_FLAGS)
-    return native and onednn_bf16_cap() is None
+    """Whether this process's CPU has native bf16, by torch's cpuinfo (`native_bf16`)."""
+
+    def torch_says() -> bool:
+        capabilities = torch.cpu.get_capabilities()
+        return any(bool(capabilities.get(flag, False)) for flag in NATIVE_BF16_FLAGS)
+
+    return native_bf16(torch_says)
 
 
 def trial_precision(device: torch.device, precision: str) -> str:

@@ -21,7 +21,7 @@ fp32's (bench/onednn_isa_cap.py). Both readers count such a cap as no native bf1
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from trainables.errors import ConfigError
@@ -91,13 +91,18 @@ def has_native_bf16(flags: Iterable[str]) -> bool:
     return any(flag in present for flag in NATIVE_BF16_FLAGS)
 
 
-def host_has_native_bf16(path: Path = CPUINFO) -> bool:
-    """Whether this host's CPU has native bf16: the forced answer, else /proc/cpuinfo's flags
-    and no cap on oneDNN below them."""
+def native_bf16(flags_say: Callable[[], bool]) -> bool:
+    """Either reader's answer from its own flag source: the forced answer where one is set,
+    else what the flags say, unless oneDNN is capped below them."""
     forced = forced_answer()
     if forced is not None:
         return forced
-    return has_native_bf16(cpuinfo_flags(path)) and onednn_bf16_cap() is None
+    return flags_say() and onednn_bf16_cap() is None
+
+
+def host_has_native_bf16(path: Path = CPUINFO) -> bool:
+    """Whether this host's CPU has native bf16, by /proc/cpuinfo (`native_bf16`)."""
+    return native_bf16(lambda: has_native_bf16(cpuinfo_flags(path)))
 
 
 def resolve_precision(precision: str, *, cuda: bool, native_bf16: bool) -> str:

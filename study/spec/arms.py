@@ -11,7 +11,7 @@ from study.spec.distributions import Distribution
 from study.spec.document import Doc, FieldPath, count, is_int, show
 from study.spec.factors import Shape, allowed_part, check_layers
 from study.spec.validated import ConfirmPhase
-from trainables.settings import BUDGET, LAYER_FIELDS, BudgetError, ConfigError, TrialConfig
+from trainables.settings import LAYER_FIELDS, ConfigError, SettingError, TrialConfig
 
 
 def check_arms(
@@ -35,8 +35,8 @@ def check_arms(
         _check_arm_layers(doc, settings, where, search, samples, shape)
         try:
             TrialConfig.from_dict({**settings, **top, "seed": 0})
-        except BudgetError as err:  # the budget against the arm's eval_every: at its line
-            raise doc.fail((*where.get(BUDGET, ("grid",)), *err.path), err.reason) from None
+        except SettingError as err:  # e.g. the budget against the arm's eval_every: at its line
+            raise doc.fail((*where.get(err.setting, ("grid",)), *err.path), err.reason) from None
         except (ConfigError, TypeError, ValueError) as err:
             raise doc.fail(
                 ("grid",), f"the arm {show(arm)} is not allowed: {allowed_part(err)}"

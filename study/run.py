@@ -51,6 +51,7 @@ from study.execution import (
     start_tracking_and_ray,
     study_folder,
 )
+from study.folder_names import check_replaceable, report_folder
 from study.names import EXPLORE, OPTUNA_STUDIES_TAG, OPTUNA_TAG, tracking_uri
 from study.plan import StudyPlan, make_plan
 from study.precision import PRECISION_KEY, settle_precision
@@ -187,6 +188,8 @@ def _check_before_writing(
     uri = tracking_uri(args.tracking_uri)
     probe_tracking(uri)
     store.check_writable()  # before it is read: a store that does not answer is one line
+    if args.reports.lower() != NO_REPORT:  # a report that could not be written is refused now
+        check_replaceable(report_folder(args.reports, spec.name, profile))
     study_dir, state = study_folder(store, spec.name, profile, args.resume)
     if args.resume:
         check_same_overrides(state.get("overrides", []), args.overrides)

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
+from study.folder_names import check_name
 from trainables.settings import UserInputError
 
 STATE_FILE = "study.json"
@@ -82,9 +83,13 @@ class StudyStore:
         return missing
 
     def new_study_dir(self, study: str, profile: str) -> str:
+        check_name("study name", study)
+        check_name("profile name", profile)
         return f"{study}/{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     def latest_study_dir(self, study: str, profile: str) -> str | None:
+        check_name("study name", study)
+        check_name("profile name", profile)
         selector = pafs.FileSelector(self.fs_path(study), allow_not_found=True)
         names = sorted(
             info.base_name

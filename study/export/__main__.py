@@ -23,6 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from study.export.choose import ChosenTrial, choose_trial
 from study.export.register import register_folder
+from study.folder_names import check_name, inside
 from study.names import MODEL_ARTIFACT, tracking_uri
 from study.tracking.artifacts import no_progress_bars
 from study.tracking.reading import load_study_record
@@ -82,7 +83,11 @@ def build_parser() -> OneLineParser:
 
 
 def default_folder(study: str, chosen: ChosenTrial) -> Path:
-    return Path("models") / study / f"{chosen.arm.replace('/', '_')}-seed{chosen.seed}"
+    """`models/<study>/<arm>-seed<N>`, checked to stay inside `models/`."""
+    arm = chosen.arm.replace("/", "_")
+    out = Path("models") / check_name("study name", study) / f"{arm}-seed{chosen.seed}"
+    inside("models", out, "the export folder")
+    return out
 
 
 def _check_out(out: Path) -> None:

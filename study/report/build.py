@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from study import stats
+from study.folder_names import MARKER, MARKER_TEXT, check_replaceable, report_folder
 from study.names import CONFIRM
 from study.report import plots
 from study.report.html import render_html
@@ -56,13 +57,6 @@ class Report:
         what = "synthetic report" if is_synthetic(self.record) else "report"
         return (f"{what}: {self.folder / 'README.md'} ({len(primary)} primary comparison(s) "
                 f"on {self.record.analysis.primary}: {verdicts or 'none'})")  # fmt: skip
-
-
-def report_folder(root: Path | str, study: str, profile: str | None) -> Path:
-    """`reports/<study>/` for the default profile; other profiles get their own folder so a
-    smoke run never overwrites the published example."""
-    suffix = "" if profile in (None, "", "default") else f"-{profile}"
-    return Path(root) / f"{study}{suffix}"
 
 
 def arm_summary(record: StudyRecord) -> pd.DataFrame:
@@ -165,12 +159,14 @@ def write_report(
     if require_layers:
         require_fingerprints(record)
     folder = Path(out) if out else report_folder(reports_root, study, record.tags.get("profile"))
+    check_replaceable(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     if not os.access(folder.parent, os.W_OK):
         raise UserInputError(f"cannot write the report: {folder.parent} is not writable")
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         report = build_report(record, staging, aso)
+        (staging / MARKER).write_text(MARKER_TEXT)
         _replace(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -182,6 +178,7 @@ def write_report(
 
 
 def _replace(staging: Path, folder: Path) -> None:
+    check_replaceable(folder)
     old = folder.with_name(f".{folder.name}-old")
     shutil.rmtree(old, ignore_errors=True)
     if folder.exists():

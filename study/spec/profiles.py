@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from study.folder_names import name_problem
 from study.spec.document import Doc
 from study.spec.keys import TOP_LEVEL_KEYS
 
@@ -20,6 +21,9 @@ def check_profiles(doc: Doc) -> None:
     allowed = tuple(key for key in TOP_LEVEL_KEYS if key != "profiles")
     for name, override in profiles.items():
         path = ("profiles", str(name))
+        problem = name_problem(name)
+        if problem:
+            raise doc.fail(path, f"profile name {name!r} cannot name its folders: {problem}")
         if override is not None and not isinstance(override, dict):
             raise doc.bad(path, override, "a mapping of settings to override, e.g. {seeds: 2}")
         doc.check_keys(path, override or {}, allowed)

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from study.folder_names import name_problem
 from study.spec.document import Doc, FieldPath, SpecError, dotted
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
@@ -63,13 +64,24 @@ def find_study(name_or_path: str, folder: Path | None = None) -> Path:
         path = Path(name_or_path).expanduser()
         if not path.is_file():
             raise SpecError(f"{name_or_path}: no such study file")
-        return path
+        return _named(path)
     path = study_files(folder).get(name_or_path)
     if path is not None:
-        return path
+        return _named(path)
     known = ", ".join(known_studies(folder)) or "(none)"
     places = " or ".join(display_path(place) for place in study_folders(folder)) or "(none)"
     raise SpecError(f"unknown study {name_or_path!r}; known studies in {places}: {known}")
+
+
+def _named(path: Path) -> Path:
+    """`path`, when its stem can name the study's folders under --reports and --storage."""
+    problem = name_problem(path.stem)
+    if problem:
+        raise SpecError(
+            f"{display_path(path)}: the study's name {path.stem!r} (the file's name without "
+            f".yaml) cannot name its folders; rename the file: {problem}"
+        )
+    return path
 
 
 def display_path(path: Path) -> str:

@@ -14,7 +14,12 @@ import yaml
 
 from trainables import __main__ as command_line
 from trainables.errors import ConfigError
-from trainables.settings.budget import BudgetError
+from trainables.settings.budget import (
+    BudgetError,
+    Plateau,
+    PlateauWatch,
+    evaluations_per_epoch,
+)
 from trainables.settings.config import TrialConfig
 from trainables.settings.stage_config import StageError
 from trainables.training.curves import final_gain
@@ -172,3 +177,68 @@ def test_a_setting_error_survives_the_copy_and_pickle_that_carry_it_to_the_drive
         assert (rebuilt.path, rebuilt.reason, str(rebuilt)) == (
             error.path, error.reason, str(error)
         )  # fmt: skip
+
+
+def _stop_index(values, window, patience, min_delta):
+    """Where the smoothed rule stops, computed independently: the trailing means with numpy,
+    the first index at which `patience` means in a row failed to beat the best by min_delta."""
+    import numpy as np
+
+    means = np.convolve(values, np.ones(window) / window, mode="valid")
+    best, waited = -np.inf, 0
+    for i, mean in enumerate(means):
+        if mean - best > min_delta:
+            best, waited = mean, 0
+        else:
+            waited += 1
+            if waited >= patience:
+                return i + window - 1
+    return None
+
+
+def test_the_plateau_rule_judges_the_average_over_an_epoch_not_one_evaluation():
+    """One dip in an otherwise rising curve stopped the old rule; the averaged rule trains on,
+    and stops where its average (computed here with numpy) stops rising."""
+    rng = __import__("numpy").random.default_rng(3)
+    rising = [0.40 + 0.2 * (1 - 0.7**i) + rng.normal(0, 0.01) for i in range(12)]
+    values = [*rising[:4], rising[4] - 0.05, *rising[5:], *([rising[-1]] * 6)]
+    plateau = Plateau(patience=2, max_epochs=20, min_delta=0.005)
+    for window in (1, 2, 3):
+        watch = PlateauWatch(plateau, "max", window)
+        stopped_at = None
+        for i, value in enumerate(values):
+            watch.update(value, step=10 * i, evaluation=i)
+            if watch.stop:
+                stopped_at = i
+                break
+        assert stopped_at == _stop_index(values, window, 2, 0.005), window
+    single = PlateauWatch(plateau, "max", 1)
+    averaged = PlateauWatch(plateau, "max", 3)
+    for watch in (single, averaged):
+        for i, value in enumerate(values[:7]):
+            watch.update(value, 10 * i, i)
+    assert averaged.waited < single.waited  # the dip counts against one evaluation at a time
+
+
+def test_the_smoothed_watch_survives_a_checkpoint():
+    plateau = Plateau(patience=3, max_epochs=9, min_delta=0.0)
+    watch = PlateauWatch(plateau, "min", 3)
+    for i, value in enumerate([1.0, 0.9, 0.8, 0.85]):
+        watch.update(value, 5 * i, i)
+    again = PlateauWatch(plateau, "min", 1)
+    again.load(watch.state())
+    assert (again.window, again.recent, again.best, again.waited) == (
+        watch.window,
+        watch.recent,
+        watch.best,
+        watch.waited,
+    )
+    old = PlateauWatch(plateau, "min", 3)
+    old.load([0.7, 10.0, 2.0, 1.0])  # a checkpoint written before the average existed
+    assert (old.best, old.best_step, old.waited, old.window) == (0.7, 10, 1, 3)
+
+
+def test_evaluations_per_epoch():
+    assert evaluations_per_epoch(105, 53) == 2
+    assert evaluations_per_epoch(105, None) == 1
+    assert evaluations_per_epoch(10, 53) == 1

@@ -8,11 +8,13 @@ stage and a study file refuse the same values with the same words.
         evaluated as without a budget (every `eval_every` steps, else at each epoch's end).
         Arms on different data fractions then get the same compute.
     budget: {until_plateau: {patience: 2, min_delta: 0.005, max_epochs: 12}}
-        train until the study metric on dev has not improved by more than `min_delta` for
-        `patience` evaluations in a row, or `max_epochs` are done; then the weights of the
-        best evaluation (the last one that improved by more than `min_delta`) are put back,
-        and the final dev, test and extra-set scores are theirs. The learning-rate schedule
-        spans `max_epochs`, so stopping early does not change the steps before it.
+        train until the study metric on dev, averaged over the evaluations of the last epoch,
+        has not improved by more than `min_delta` for `patience` evaluations in a row, or
+        `max_epochs` are done; then the weights at the end of the best-averaged epoch are put
+        back, and the final dev, test and extra-set scores are theirs. The average, not single
+        evaluations: one noisy dev score must not decide where a trial stops. The
+        learning-rate schedule spans `max_epochs`, so stopping early does not change the steps
+        before it.
     no budget (null): `epochs`, capped by `max_steps`, as before budgets existed.
 
 `max_steps` still caps every budget (it is what smoke runs set). `patience` counts dev
@@ -43,8 +45,8 @@ KINDS = {
     "dev stops improving, then restore the best evaluation's weights",
 }
 PLATEAU_KEYS = {
-    "patience": "an integer >= 1: dev evaluations in a row without a gain above min_delta "
-    "before stopping",
+    "patience": "an integer >= 1: dev evaluations in a row in which the metric averaged over "
+    "the last epoch's evaluations gains no more than min_delta, before stopping",
     "min_delta": "a number >= 0 in the study metric's units (default 0): the least gain that "
     "counts",
     "max_epochs": "an integer >= 1: the most epochs, over which the lr schedule spans",
@@ -150,23 +152,55 @@ def check_patience(plateau: Plateau, evaluations: int) -> None:
                           "evaluation(s) at this eval_every and data size")  # fmt: skip
 
 
-class PlateauWatch:
-    """The stopping rule of `until_plateau` on one metric, and the state a checkpoint keeps:
-    the best value, its step and evaluation index, and evaluations waited since."""
+def evaluations_per_epoch(batches_per_epoch: int, eval_every: int | None) -> int:
+    """How many dev evaluations one epoch holds (at least 1): the smoothing window of
+    `PlateauWatch`, so that its average always spans at least an epoch of training."""
+    if not eval_every:
+        return 1
+    return max(1, math.ceil(batches_per_epoch / eval_every))
 
-    def __init__(self, plateau: Plateau, mode: str):
+
+class PlateauWatch:
+    """The stopping rule of `until_plateau` on one metric, judged on a smoothed curve, and the
+    state a checkpoint keeps.
+
+    Each evaluation is averaged with those before it over `window` evaluations (one epoch's
+    worth, `evaluations_per_epoch`), and the rule watches that average: a trial stops after
+    `patience` evaluations in which the average did not beat its best by more than
+    `min_delta`. Judged on single evaluations, the rule stopped where one noisy dev score
+    happened to dip, and that stopping point, not the arm, decided most of the seed-to-seed
+    spread of a study's results (docs/history.md). No stop comes before the first full window,
+    so every trial trains at least one epoch and `patience` evaluations beyond it. The weights
+    kept are those at the end of the best window."""
+
+    def __init__(self, plateau: Plateau, mode: str, window: int = 1):
         self.plateau, self.sign = plateau, 1.0 if mode == "max" else -1.0
-        self.best: float | None = None
+        self.window = max(1, int(window))
+        self.recent: list[float] = []  # the last `window` evaluations, oldest first
+        self.best: float | None = None  # the best smoothed value
         self.best_step = 0
         self.best_evaluation = 0
         self.waited = 0
 
+    def smoothed(self) -> float | None:
+        """The average of the last `window` evaluations; None before the first full window."""
+        if len(self.recent) < self.window:
+            return None
+        return sum(self.recent) / len(self.recent)
+
     def update(self, value: float, step: int, evaluation: int) -> bool:
-        """Take one evaluation; True if it is the new best (its weights are to be kept)."""
-        better = self.best is None or self.sign * (value - self.best) > self.plateau.min_delta
+        """Take one evaluation; True if the smoothed curve is at a new best (the weights of
+        this evaluation are to be kept). Before the first full window every evaluation is kept
+        and none counts against patience."""
+        self.recent = [*self.recent, float(value)][-self.window :]
+        average = self.smoothed()
+        if average is None:
+            self.best_step, self.best_evaluation = step, evaluation
+            return True
+        better = self.best is None or self.sign * (average - self.best) > self.plateau.min_delta
         if better:
             self.best, self.best_step, self.best_evaluation, self.waited = (
-                value, step, evaluation, 0
+                average, step, evaluation, 0
             )  # fmt: skip
         else:
             self.waited += 1
@@ -174,13 +208,16 @@ class PlateauWatch:
 
     @property
     def stop(self) -> bool:
-        return self.waited >= self.plateau.patience
+        return self.best is not None and self.waited >= self.plateau.patience
 
     def state(self) -> list[float]:
         best = math.nan if self.best is None else self.best
-        return [best, float(self.best_step), float(self.best_evaluation), float(self.waited)]
+        head = [best, float(self.best_step), float(self.best_evaluation), float(self.waited)]
+        return [*head, float(self.window), *self.recent]
 
     def load(self, state: list[float]) -> None:
-        best, step, evaluation, waited = state
+        best, step, evaluation, waited = state[:4]
         self.best = None if math.isnan(best) else float(best)
         self.best_step, self.best_evaluation, self.waited = int(step), int(evaluation), int(waited)
+        if len(state) > 4:  # a checkpoint of the smoothed rule: its window and last values
+            self.window, self.recent = int(state[4]), [float(v) for v in state[5:]]

@@ -23,7 +23,12 @@ from typing import Any
 import numpy as np
 
 from trainables.errors import TrainingDiverged
-from trainables.settings.budget import PLATEAU_STOPPED, PlateauWatch, check_patience
+from trainables.settings.budget import (
+    PLATEAU_STOPPED,
+    PlateauWatch,
+    check_patience,
+    evaluations_per_epoch,
+)
 from trainables.settings.config import SURFACE_DRAWS, TrialConfig
 from trainables.settings.surface import Surface, surface_of
 from trainables.training.curves import final_gain, learning_curve_area, steps_to_fraction_of_final
@@ -52,7 +57,8 @@ class SyntheticTrial:
         plateau = budget.until_plateau if budget is not None else None
         if plateau is not None and config.eval_every:
             check_patience(plateau, math.ceil(self.total_steps / config.eval_every))
-        self.watch = PlateauWatch(plateau, config.metric_mode) if plateau else None
+        window = evaluations_per_epoch(self.per_epoch, config.eval_every)
+        self.watch = PlateauWatch(plateau, config.metric_mode, window) if plateau else None
         self.stopped = False  # until_plateau ended it before its last step
         self.step = 0
         self.eval_steps: list[int] = []

@@ -38,7 +38,12 @@ from trainables.model.device import autocast, resolve_device, trial_precision
 from trainables.model.embedding_gradient import row_gradient_tables
 from trainables.model.memory import keep_freed_memory
 from trainables.model.tagger import Tagger, build_tagger, load_encoder
-from trainables.settings.budget import PLATEAU_STOPPED, PlateauWatch, check_patience
+from trainables.settings.budget import (
+    PLATEAU_STOPPED,
+    PlateauWatch,
+    check_patience,
+    evaluations_per_epoch,
+)
 from trainables.settings.config import TrialConfig
 from trainables.training import checkpoint
 from trainables.training.curves import final_gain
@@ -161,7 +166,8 @@ class Trial:
             return None
         if self.cfg.eval_every:
             check_patience(budget.until_plateau, math.ceil(self.total_steps / self.cfg.eval_every))
-        return PlateauWatch(budget.until_plateau, self.cfg.metric_mode)
+        window = evaluations_per_epoch(self.batches_per_epoch, self.cfg.eval_every)
+        return PlateauWatch(budget.until_plateau, self.cfg.metric_mode, window)
 
     def _start_at_step_zero(self) -> None:
         """Position and history: everything `save` writes beyond the modules."""

@@ -84,6 +84,9 @@ def build_parser(folder: Path | None = None) -> OneLineParser:
     )  # fmt: skip
     parser.add_argument("--address", help="Ray cluster to join: 'auto' or HOST:PORT")
     parser.add_argument("--resume", action="store_true", help="continue the newest run")
+    parser.add_argument("--wait", action="store_true",
+                        help="when another driver runs this study on this storage, wait for it "
+                        "to finish instead of refusing")  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     parser.add_argument("--max-concurrent", type=int, metavar="N", help="trials running at once")
     parser.add_argument("--tracking-uri", metavar="URI",

@@ -51,6 +51,7 @@ from study.execution import (
     start_tracking_and_ray,
     study_folder,
 )
+from study.execution.driver_lock import DriverLock
 from study.folder_names import check_replaceable, report_folder
 from study.names import EXPLORE, OPTUNA_STUDIES_TAG, OPTUNA_TAG, tracking_uri
 from study.plan import StudyPlan, make_plan
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> StudyOutcome:
     of `main` and of `study.runner.run_study`. Bad input raises UserInputError before anything
     is written; the driver's logging and environment are set up here, for the process."""
     _set_up_driver(args.verbose)
-    return _run(args)
+    with contextlib.ExitStack() as held:  # what the driver holds until it ends: its lock
+        return _run(args, held)
 
 
 def _set_up_driver(verbose: bool) -> None:
@@ -145,7 +147,7 @@ def _set_up_driver(verbose: bool) -> None:
     quiet_driver(verbose)
 
 
-def _run(args: argparse.Namespace) -> StudyOutcome:
+def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
     spec = load_study(args.study, args.profile, overrides=args.overrides)
     if study_stages(spec.grid, spec.fixed):
         # an intermediate stage reports its metrics as stage<i>_..., without the study metric,
@@ -154,7 +156,7 @@ def _run(args: argparse.Namespace) -> StudyOutcome:
     if args.dry_run:
         print(make_plan(spec).describe())
         return StudyOutcome(EXIT_OK, spec.name)
-    spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec)
+    spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec, held)
     tracker, ray_started = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
@@ -176,7 +178,7 @@ def _run(args: argparse.Namespace) -> StudyOutcome:
 
 
 def _check_before_writing(
-    args: argparse.Namespace, spec: StudySpec
+    args: argparse.Namespace, spec: StudySpec, held: contextlib.ExitStack
 ) -> tuple[StudySpec, StudyPlan, StudyStore, str, dict[str, Any], str, str | None]:
     """Everything that can be refused is checked before anything is written anywhere: the
     tracking server, the storage, the overrides of a resumed run, the precision (before any
@@ -188,6 +190,7 @@ def _check_before_writing(
     uri = tracking_uri(args.tracking_uri)
     probe_tracking(uri)
     store.check_writable()  # before it is read: a store that does not answer is one line
+    held.enter_context(DriverLock(store, spec.name, wait=args.wait))  # one driver a study
     if args.reports.lower() != NO_REPORT:  # a report that could not be written is refused now
         check_replaceable(report_folder(args.reports, spec.name, profile))
     study_dir, state = study_folder(store, spec.name, profile, args.resume)

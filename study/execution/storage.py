@@ -1,6 +1,7 @@
 """Where a study keeps its Ray experiments and its own small state file.
 
-Layout: `<storage>/<study>/<profile>-<YYYYmmdd-HHMMSS>/{study.json, explore/, confirm/}`. A new
+Layout: `<storage>/<study>/<profile>-<YYYYmmdd-HHMMSS>-<random>/{study.json, explore/,
+confirm/}`, and `<storage>/<study>/.driver.lock` while a driver runs it (driver_lock.py). A new
 invocation gets a new folder; `--resume` continues the newest folder of the same study and
 profile. `storage` is a local path or a URI Ray understands (s3://, gs://, file://); small
 files go through pyarrow's filesystem layer, as Ray's own do.
@@ -85,7 +86,9 @@ class StudyStore:
     def new_study_dir(self, study: str, profile: str) -> str:
         check_name("study name", study)
         check_name("profile name", profile)
-        return f"{study}/{profile}-{time.strftime('%Y%m%d-%H%M%S')}"
+        # the second and a random tail: two drivers started in the same second (on two
+        # storages that later merge, or before the study's lock existed) never share a folder
+        return f"{study}/{profile}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
     def latest_study_dir(self, study: str, profile: str) -> str | None:
         check_name("study name", study)

@@ -12,6 +12,7 @@ under the same runs.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -46,6 +47,8 @@ from study.tracking.reading import listed_code_versions
 from study.tracking.store import StudyTracker
 from trainables.settings import SYNTHETIC, TAGGER, UserInputError, first_line
 
+log = logging.getLogger("study")
+
 
 def probe_tracking(uri: str) -> None:
     """Fail fast with one line when a tracking server does not answer, before Ray starts:
@@ -61,14 +64,38 @@ def probe_tracking(uri: str) -> None:
     probe_server_store(uri)
 
 
+# what a database says when another process is creating MLflow's tables at the same moment
+# (two drivers started together on a fresh store): not the user's URI, and gone on a retry
+SCHEMA_RACE = ("alembic_version", "online migration", "already exists", "database is locked",
+               "unique constraint failed", "duplicate key")  # fmt: skip
+SCHEMA_RETRIES = 5
+
+
 def connect_tracking(uri: str, experiment: str) -> StudyTracker:
-    """Open the tracking store; any error there is the user's URI or server, said in one line."""
-    try:
-        return StudyTracker(uri, experiment)
-    except Exception as err:  # noqa: BLE001 - see the docstring
-        raise UserInputError(
-            f"MLflow tracking URI {shown_uri(uri)} cannot be used: {first_line(err)}"
-        ) from err
+    """Open the tracking store; any error there is the user's URI or server, said in one line,
+    except a race with another process creating the same store's schema, which is retried."""
+    for attempt in range(SCHEMA_RETRIES + 1):
+        try:
+            return StudyTracker(uri, experiment)
+        except Exception as err:  # noqa: BLE001 - see the docstring
+            if attempt < SCHEMA_RETRIES and schema_race(err):
+                log.info("the tracking store is being set up by another process; trying again")
+                time.sleep(1.0 + attempt)
+                continue
+            raise UserInputError(
+                f"MLflow tracking URI {shown_uri(uri)} cannot be used: {first_line(err)}"
+            ) from err
+    raise AssertionError("unreachable")
+
+
+def schema_race(err: BaseException) -> bool:
+    """Whether `err`, or an error it was raised from, is a schema-creation race."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if any(marker in str(seen).lower() for marker in SCHEMA_RACE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def open_study_runs(

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 FIGURES = {
     "lr_vs_f1": "Explore phase: dev F1 against learning rate per arm (one point per seed; "
     "hollow = pruned, its value from an earlier evaluation, left out of the line).",
-    "learning_curves": "Confirm phase: dev-F1 learning curves per arm, mean and min-max band "
-    "over seeds.",
+    "learning_curves": "Confirm phase: dev-F1 learning curves per arm, each evaluation as it "
+    "was made: a thin line per seed to its last evaluation, a thick line for the mean over "
+    "seeds only as far as every seed evaluated, and a star for the checkpoint each seed kept "
+    "for test (its dev F1, at the step it was kept).",
     "heatmap": "Confirm phase: mean test F1 over the two grid factors (a declared baseline "
     "outlined).",
     "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms, "
@@ -351,7 +353,8 @@ def _files() -> str:
     return (
         "## Files\n\n`trials.csv` (every trial: factors, status, final metrics), `arms.csv` "
         "(the per-arm table), `comparisons.csv` (every statistic of every comparison), "
-        "`learning_curves.csv` (dev F1 at each evaluation of each confirm trial), and where "
+        "`learning_curves.csv` (dev F1 at each evaluation of each confirm trial, as made; the "
+        "kept checkpoint's is `dev_f1` in `trials.csv`, at `best_step`), and where "
         "measured `dynamics.csv` (per-layer dynamics of each confirm trial) and the heads "
         "tables."
     )

@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from study.names import EXPLORE  # noqa: E402
+from study.names import CONFIRM, EXPLORE  # noqa: E402
 from study.report.readable import MIN_PT, make_readable  # noqa: E402
 from study.report.text import factor_text  # noqa: E402
 from study.tracking.reading import StudyRecord  # noqa: E402
@@ -145,35 +145,85 @@ def lr_vs_f1(record: StudyRecord, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
+KEPT_MARKER = "*"  # the checkpoint a trial kept for test: no arm's marker (MARKERS) has it
+
+
 def learning_curves(curves: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
-    """Confirm phase: dev F1 over optimizer steps per arm, mean over seeds with a min-max
-    band; seeds are aligned by evaluation index."""
+    """Confirm phase: dev F1 over optimizer steps per arm, as the evaluations made it (the
+    rows of `study.tracking.reading.learning_curves`): a thin line per seed, to its own last
+    evaluation; a thick line for the mean over seeds, aligned by evaluation index and drawn
+    only as far as every seed of the arm evaluated (a mean over the seeds still training
+    would change its members where one stops), its n in the legend; and a star for the
+    checkpoint each seed kept for test, at its step (`kept_checkpoints`), apart from the
+    line. One colour per arm, as in every figure (`arm_colors`)."""
     if curves.empty:
         return None
     arms = list(record.arms)
     fig, ax = subplots(figsize=(7.5, 4.5))
-    colors, markers, labels, name = (
-        arm_colors(arms),
-        arm_markers(arms),
-        arm_labels(record),
-        record.name,
-    )
+    colors, markers, labels = arm_colors(arms), arm_markers(arms), arm_labels(record)
+    key = _trial_key(curves)
+    kept = kept_checkpoints(curves, record)
     for arm, rows in curves.groupby("arm", sort=False):
-        by_eval = rows.groupby("evaluation").agg(
-            step=("step", "mean"), mean=("dev_f1", "mean"), low=("dev_f1", "min"),
-            high=("dev_f1", "max"), n=("seed", "nunique"),
-        )  # fmt: skip
-        n = int(by_eval.n.max())
-        ax.plot(by_eval.step, by_eval["mean"], marker=markers[arm], ms=3, color=colors[arm],
-                label=f"{labels[arm]} (n={n} seeds)")  # fmt: skip
-        ax.fill_between(by_eval.step, by_eval.low, by_eval.high, color=colors[arm], alpha=0.15)
+        for _, own in rows.groupby(key, sort=False):
+            own = own.sort_values("evaluation")
+            ax.plot(own.step, own.dev_f1, color=colors[arm], lw=0.8, alpha=0.45, zorder=2)
+        whole = mean_while_all_train(rows, key)
+        n = rows.groupby(key).ngroups
+        unit = "seeds" if n == rows.seed.nunique() else "trials"
+        ax.plot(whole.step, whole["mean"], marker=markers[arm], ms=3, lw=2, color=colors[arm],
+                zorder=3, label=f"{labels[arm]} (mean of n={n} {unit})")  # fmt: skip
+        own_kept = kept[kept.arm == arm]
+        ax.scatter(own_kept.step, own_kept.dev_f1, marker=KEPT_MARKER, s=70, color=colors[arm],
+                   edgecolors="black", linewidths=0.6, zorder=4)  # fmt: skip
+    kinds = [plt.Line2D([], [], color="black", lw=0.8, alpha=0.6,
+                        label="one seed: dev F1 at each evaluation"),
+             plt.Line2D([], [], color="black", lw=2, label="mean, while every seed trains"),
+             plt.Line2D([], [], color="white", marker=KEPT_MARKER, ms=9, mec="black", ls="none",
+                        label="checkpoint kept for test (its dev F1)")]  # fmt: skip
+    # under the panel: inside, where the arms' legend may also go, the two could meet
+    fig.legend(handles=kinds, fontsize=MIN_PT, ncol=3, loc="outside lower center")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel(LABELS["dev_f1"])
-    ax.set_title(f"{name}, confirm: dev-F1 learning curves\n(mean over seeds, band = min-max)",
-                 fontsize=10)  # fmt: skip
+    ax.set_title(f"{record.name}, confirm: dev-F1 learning curves\n(evaluations as made; "
+                 "star = the checkpoint each seed kept)", fontsize=10)  # fmt: skip
     ax.grid(alpha=0.3)
     arm_legend([ax])
     return save_figure(fig, path)
+
+
+def _trial_key(curves: pd.DataFrame) -> str:
+    """What tells one trial's curve from another's: its run, else (hand-made tables, reports
+    from before the column) its seed."""
+    return "run_id" if "run_id" in curves else "seed"
+
+
+def mean_while_all_train(rows: pd.DataFrame, key: str = "seed") -> pd.DataFrame:
+    """One arm's mean dev F1 at each evaluation index that all its trials reached (their
+    first evaluations to the shortest trial's last): evaluation, step (mean over trials),
+    mean, n."""
+    by_eval = rows.groupby("evaluation").agg(step=("step", "mean"), mean=("dev_f1", "mean"),
+                                             n=(key, "nunique"))  # fmt: skip
+    return by_eval[by_eval.n == rows[key].nunique()].reset_index()
+
+
+def kept_checkpoints(curves: pd.DataFrame, record: StudyRecord) -> pd.DataFrame:
+    """Per trial drawn in `curves`, the checkpoint it kept for test: arm, seed, step, dev_f1
+    (the trial's reported dev F1, its kept weights scored on dev). The step is its
+    `best_step` where it kept earlier weights (`until_plateau`: those of its best evaluation
+    on the smoothed curve), else its last evaluation's: it kept the weights it ended with."""
+    key = _trial_key(curves)
+    t = record.trials
+    done = t[(t.phase == CONFIRM) & (t.status == "completed")]
+    last = curves.sort_values("evaluation").groupby(["arm", key], sort=False).step.last()
+    rows = []
+    for trial in done.itertuples():
+        ended = last.get((trial.arm, getattr(trial, key)))
+        if ended is None or "dev_f1" not in done:
+            continue
+        best = getattr(trial, "best_step", math.nan)
+        step = ended if best is None or math.isnan(float(best)) else float(best)
+        rows.append((trial.arm, trial.seed, step, float(trial.dev_f1)))
+    return pd.DataFrame(rows, columns=["arm", "seed", "step", "dev_f1"])
 
 
 def seed_distributions(record: StudyRecord, path: Path) -> Path | None:

@@ -340,9 +340,18 @@ def metric_histories(tracking_uri: str, run_id: str, *keys: str) -> list[dict[in
 
 
 def learning_curves(record: StudyRecord, phase: str = CONFIRM) -> pd.DataFrame:
-    """Dev F1 at every evaluation of every completed trial of a phase: arm, seed, step (the
-    target's own, after any intermediate stages), evaluation (index), dev_f1. Seeds of one
-    arm are aligned by evaluation index."""
+    """Dev F1 at every evaluation of every completed trial of a phase, as the evaluation made
+    it: arm, seed, step (the target's own, after any intermediate stages), evaluation (index),
+    dev_f1, run_id. Seeds of one arm are aligned by evaluation index.
+
+    A trial under `until_plateau` (it reports `best_step`: the step of the weights it kept,
+    its best evaluation on the smoothed curve) logs, at its last step, the kept weights' dev
+    F1 scored again in place of the last evaluation's own (trainables/training/train.py,
+    `_final_metrics`): that value is the kept checkpoint's (the trial's `dev_f1`, at
+    `best_step`), not an evaluation, and is not put on the curve. The last evaluation's own
+    value is what the trial's `curve_area` (the mean dev F1 over all its evaluations as made)
+    leaves after the earlier ones; where that cannot be worked out (no `curve_area`, or a
+    value outside [0, 1]) the curve ends at the evaluation before."""
     client = MlflowClient(record.tracking_uri)
     rows = []
     done = record.trials[(record.trials.phase == phase) & (record.trials.status == "completed")]
@@ -350,10 +359,33 @@ def learning_curves(record: StudyRecord, phase: str = CONFIRM) -> pd.DataFrame:
         history = sorted(client.get_metric_history(trial.run_id, "dev_f1"), key=lambda m: m.step)
         before = getattr(trial, INTERMEDIATE_STEPS, 0.0)  # NaN for a trial without stages
         before = int(before) if before == before else 0
-        for index, point in enumerate(history):
+        values = [float(point.value) for point in history]
+        if _number(getattr(trial, "best_step", None)) is not None and values:
+            values = _as_evaluated(values, _number(getattr(trial, "curve_area", None)))
+        for index, (point, value) in enumerate(zip(history, values, strict=False)):
             step = int(point.step) - before
-            rows.append((trial.arm, trial.seed, step, index, float(point.value)))
-    return pd.DataFrame(rows, columns=["arm", "seed", "step", "evaluation", "dev_f1"])
+            rows.append((trial.arm, trial.seed, step, index, value, trial.run_id))
+    return pd.DataFrame(rows, columns=["arm", "seed", "step", "evaluation", "dev_f1", "run_id"])
+
+
+def _number(value: Any) -> float | None:
+    """A metric of a trial row as a float; None where the trial did not log it (NaN)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
+def _as_evaluated(logged: list[float], curve_area: float | None) -> list[float]:
+    """The dev F1 of each evaluation as made, from a history whose last value is the kept
+    checkpoint's re-score: the last evaluation's own value is n x curve_area less the others
+    (exact to float rounding); without it, the history less its last value."""
+    earlier = logged[:-1]
+    if curve_area is None:
+        return earlier
+    last = len(logged) * curve_area - sum(earlier)
+    return [*earlier, min(1.0, max(0.0, last))] if -1e-9 <= last <= 1 + 1e-9 else earlier
 
 
 def layer_dynamics(record: StudyRecord) -> pd.DataFrame:

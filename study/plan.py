@@ -261,7 +261,7 @@ def make_plan(spec: StudySpec) -> StudyPlan:
             )
         )
     if spec.confirm is not None:
-        samples = 1 if spec.confirm.select == "best" else len(spec.confirm.select)
+        samples = 1 if isinstance(spec.confirm.select, str) else len(spec.confirm.select)
         plan.phases.append(
             PhasePlan(
                 CONFIRM,

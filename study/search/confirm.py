@@ -19,11 +19,14 @@ from ray.tune.search import Searcher
 
 from study.names import CHECKPOINT_EVERY_S, CONFIRM, STUDY_TAGS, TRIAL_CONFIG
 from study.plan import Arm, study_tags, trial_config
+from study.search._peak_model import fit_peaks
 from study.search.saved import SavedSearcher
 from study.spec import StudySpec
 from trainables.settings import UserInputError
 
 log = logging.getLogger(__name__)
+
+BEST, MODEL = "best", "model"  # confirm.select's rules (study/spec/phases.py checks them)
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ def choose_samples(
 ) -> dict[str, list[dict[str, Any]]]:
     """The samples each arm runs in the confirm phase: a fixed list, or the explore sample
     whose seeds all completed with the best mean metric."""
-    if spec.confirm.select != "best":
+    if spec.confirm.select not in (BEST, MODEL):
         return {arm.id: [dict(s) for s in spec.confirm.select] for arm in arms}
     by_sample: dict[tuple[str, int], list[ExploreTrial]] = defaultdict(list)
     for trial in explore:
@@ -80,10 +83,34 @@ def choose_samples(
             f"explore finished without a sample whose seeds all completed for arm(s) "
             f"{missing}; see the errored trials in MLflow, or give confirm.select a fixed list"
         )
+    if spec.confirm.select == MODEL:
+        return _modelled(spec, explore, best)
     for arm, (score, params) in best.items():
         log.info("confirm: arm %s runs %s (explore mean %s %.4f)", arm, params,
                  spec.metric.name, score)  # fmt: skip
     return {arm: [params] for arm, (_, params) in best.items()}
+
+
+def _modelled(
+    spec: StudySpec, explore: Iterable[ExploreTrial], best: dict[str, tuple[float, dict]]
+) -> dict[str, list[dict[str, Any]]]:
+    """`select: model`: each arm's value of the one searched factor at the peak of a curve
+    fitted through every finished explore trial (study/search/_peak_model.py)."""
+    (name, dist), = spec.search.items()  # fmt: skip  # the spec allows model with one factor
+    points = [
+        (t.tags["arm"], float(t.config[name]), float(t.last_result[spec.metric.name]))
+        for t in explore
+        if t.finished and spec.metric.name in t.last_result
+    ]
+    fallback = {arm: float(params[name]) for arm, (_, params) in best.items()}
+    fit = fit_peaks(points, float(dist.low), float(dist.high), spec.metric.mode, fallback)
+    for arm, value in fit.chosen.items():
+        how = (f"the peak of the fitted curve (shared curvature {fit.curvature:.3g})"
+               if fit.from_curve[arm] else
+               "its best explore sample: the fitted curve has no peak")  # fmt: skip
+        log.info("confirm: arm %s runs %s=%.4g, %s, over %d explore trials", arm, name, value,
+                 how, len(points))  # fmt: skip
+    return {arm: [{name: value}] for arm, value in fit.chosen.items()}
 
 
 def completed_explore_trials(

@@ -43,7 +43,9 @@ ASHA_KEYS = {
     "reduction_factor": "a number > 1: the fraction kept at each rung is 1/this",
 }
 CONFIRM_KEYS = {
-    "select": "`best` (each arm's best explore sample, the default with explore) or a list of "
+    "select": "`best` (each arm's best explore sample, the default with explore), `model` (each "
+    "arm's lr at the peak of a curve fitted through every explore result, log lr, curvature "
+    "shared by the arms) or a list of "
     "samples of the search factors that every arm runs",
     "seeds": "a count or a list of seeds, disjoint from explore's: the held-out seeds (with "
     "`max_seeds`: the first round's count)",
@@ -274,13 +276,24 @@ def _select(
         if not search:
             return ({},)
         raise doc.missing(path, "with no explore phase, list the samples to run")
+    if value == "model":
+        if not has_explore:
+            why = "'model' fits a curve through the explore results, but there is no explore phase"
+            raise doc.bad(path, value, why + "; add phases.explore or list the samples")
+        kinds = [getattr(dist, "kind", None) for dist in search.values()]
+        if kinds != ["loguniform"]:
+            why = (f"'model' fits a curve in the log of one loguniform search factor (the lr); "
+                   f"this study searches {', '.join(search) or 'nothing'}; use 'best'")  # fmt: skip
+            raise doc.bad(path, value, why)
+        return "model"
     if value == "best":
         if not has_explore:
             why = "'best' picks each arm's best explore sample, but there is no explore phase"
             raise doc.bad(path, value, why + "; add phases.explore or list the samples")
         return "best"
     if not isinstance(value, list) or not value:
-        raise doc.bad(path, value, "'best' or a non-empty list of samples of the search factors")
+        raise doc.bad(path, value, "'best', 'model' or a non-empty list of samples of the search "
+                      "factors")  # fmt: skip
     samples = [_sample(doc, (*path, i), item, search, shape) for i, item in enumerate(value)]
     doc.distinct(path, value, samples)
     return tuple(samples)

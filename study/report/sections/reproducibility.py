@@ -80,6 +80,11 @@ def _selection_text(plan: dict) -> str:
     if select == "best":
         return (f"each arm's explore sample with the best mean {metric.get('name', 'dev_f1')} "
                 f"({metric.get('mode', 'max')}) over its explore seeds, all completed")  # fmt: skip
+    if select == "model":
+        return (f"each arm's value at the peak of a curve of {metric.get('name', 'dev_f1')} in "
+                "the log of the searched factor, fitted through every finished explore trial, "
+                "its curvature shared by the arms (the best explore sample where it has no "
+                "peak)")  # fmt: skip
     return f"fixed samples {select}"
 
 

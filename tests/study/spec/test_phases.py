@@ -14,6 +14,14 @@ pytestmark = pytest.mark.usefixtures("offline")
 BAD = [
     ("select best without explore", drop("phases.explore"),
      "phases.confirm.select: 'best' is not allowed: 'best' picks", "select: best"),
+    ("select model without explore", lambda s: (s["phases"].pop("explore"),
+                                                 s["phases"]["confirm"].update(select="model")),
+     "phases.confirm.select: 'model' is not allowed: 'model' fits a curve", "select: model"),
+    ("select model over two factors",
+     {"phases.confirm.select": "model", "search.dropout": {"type": "uniform", "low": 0.0,
+                                                           "high": 0.3}},
+     "phases.confirm.select: 'model' is not allowed: 'model' fits a curve in the log of one "
+     "loguniform search factor (the lr); this study searches lr, dropout", "select: model"),
     ("explore without search", drop("search"),
      "phases.explore: the explore phase samples the `search` factors", "explore:"),
     ("select list with wrong keys", {"phases.confirm.select": [{"lr": 1e-4, "dropout": 0.2}]},

@@ -58,6 +58,13 @@ def data_fingerprint(data: dict[str, Any]) -> str:
     return ";".join(parts) or "none"
 
 
+def study_hash(text: str) -> str:
+    """The design's identity: sha256 (hex) of the study as it runs, the `study.yaml` text the
+    study run records (profile and overrides merged, paths resolved), so a reviewer can
+    check it with `sha256sum` on the artifact."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 # git pathspec: the generated study reports, which a study run rewrites
 REPORTS = ":(exclude)reports"
 

@@ -35,6 +35,8 @@ OVERRIDES_TAG = "overrides"  # on the study run: the `--set KEY=VALUE` options, 
 OPTUNA_TAG = "optuna_storage"  # on the study run: the Optuna storage of the explore samples
 OPTUNA_STUDIES_TAG = "optuna_studies"  # on the study run: their study names, `<arm>` a pattern
 STUDY_ARTIFACT = "study.yaml"  # on the study run: the study as it ran (profile, overrides)
+STUDY_HASH_TAG = "study_hash"  # on the study run: sha256 of its first `study.yaml`, the design
+# as declared when it started (a resume rewrites the artifact, never this tag)
 # MLflow artifacts: the folder of a trial run that holds its layer fingerprint
 # (trainables.measures.fingerprints.FILE_NAME), logged by study/tracking/artifacts.py
 FINGERPRINT_ARTIFACT = "fingerprint"

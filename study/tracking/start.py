@@ -26,6 +26,7 @@ from study.fingerprint import (
     hardware,
     library_versions,
     model_fingerprint,
+    study_hash,
 )
 from study.names import (
     ANALYSIS_TAG,
@@ -36,6 +37,7 @@ from study.names import (
     LIBRARIES_TAG,
     OVERRIDES_TAG,
     STUDY_ARTIFACT,
+    STUDY_HASH_TAG,
     TRAINABLE_TAG,
     WALL_TAG,
 )
@@ -108,9 +110,11 @@ def open_study_runs(
     """The study run of this invocation (`state["invocation"]`) and one arm run per arm, made
     or found again; the study run's id is put in `state`. The study run records the
     command-line overrides (`state["overrides"]`), the study as it runs (the file, its
-    profile and the overrides merged, paths resolved) as the artifact `study.yaml`, and
+    profile and the overrides merged, paths resolved) as the artifact `study.yaml` with its
+    sha256 as the tag `study_hash` (the design when the study run was made), and
     `more_tags` (where the explore samples are in Optuna's storage)."""
     kind = SYNTHETIC if spec.synthetic else TAGGER
+    study_text = merged_study(spec)
     tags = {
         "study": spec.name,
         "profile": state["profile"],
@@ -128,6 +132,7 @@ def open_study_runs(
         LIBRARIES_TAG: json.dumps(library_versions()),
         ANALYSIS_TAG: spec.analysis.to_json(),
         OVERRIDES_TAG: json.dumps(state.get("overrides", [])),
+        STUDY_HASH_TAG: study_hash(study_text),  # set when the run is made, never on resume
         **(more_tags or {}),
     }
     if spec.fixed_from:  # fixed values another study chose: a threat the report names
@@ -138,7 +143,7 @@ def open_study_runs(
     study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
     versions = driver_code_versions(tracker.tags(study_run), tags[CODE_TAG])
     tracker.set_tags(study_run, {CODE_VERSIONS_TAG: json.dumps(versions)})
-    tracker.log_text(study_run, merged_study(spec), STUDY_ARTIFACT)
+    tracker.log_text(study_run, study_text, STUDY_ARTIFACT)
     arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
     state.update(study_run=study_run)
     return study_run, arm_runs

@@ -11,6 +11,7 @@ import pandas as pd
 
 from study.report import provenance, tuning, validity
 from study.report.section import Section, Tables
+from study.report.sections import declaration
 from study.tracking.reading import StudyRecord
 
 NAME = "threats"
@@ -43,6 +44,10 @@ CHECKS: dict[str, tuple[str, Callable[[StudyRecord], list[str] | None]]] = {
     ),
     "fixed values": ("no fixed value chosen on another study's seeds", validity.fixed_from_threats),
     "code": ("every driver of the study ran the same code", provenance.code_threats),
+    "confirm seeds": (
+        "no earlier study run in this tracking store ran these confirm seeds under another design",
+        declaration.reuse_threats,
+    ),
 }
 
 

@@ -28,7 +28,8 @@ SECTION = Section(
 def test_the_shipped_sections_in_their_order():
     found = [(s.slot, s.name) for s in section.all_sections()]
     assert found == [("results", "label_maps"), ("results", "convergence"), ("results", "heads"),
-                     ("results", "stages"), ("verdicts", "threats"), ("verdicts", "parity"),
+                     ("results", "stages"), ("verdicts", "provenance"),
+                     ("verdicts", "threats"), ("verdicts", "parity"),
                      ("followups", "expected_max"),
                      ("followups", "degenerate"), ("followups", "variance_split"),
                      ("followups", "layers_seeds"), ("followups", "layers_arms"),

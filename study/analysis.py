@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 SPENDING = ("obrien_fleming", "pocock")
-PLATEAU = 0.005  # default: a trial whose study metric gained less than this over its last
-# third of evaluations had stopped improving (in the study metric's units)
+PLATEAU = 0.005  # default: a trial whose smoothed study metric rose less than this over its
+# last third of evaluations had stopped improving (in the study metric's units)
 
 # Metrics measured in the same units, so that one margin means the same thing for each:
 # every F1 (and the learning-curve area, a mean of dev F1s), and every loss.
@@ -50,7 +50,7 @@ class Analysis:
     looks: tuple[int, ...] = ()
     seed_order: tuple[int, ...] = ()
     data_seeds: int = 1
-    plateau: float = PLATEAU  # convergence: the last third's best over the best before it
+    plateau: float = PLATEAU  # convergence: the smoothed rise over the last third
     ni_alpha: float | None = None  # one-sided non-inferiority level; None: alpha / 2
     margins: tuple[tuple[str, float], ...] = ()  # other metrics' own margins, in their units
 
@@ -67,11 +67,14 @@ class Analysis:
             return own[metric]
         return self.margin if same_units(metric, self.primary) else None
 
-    def converged(self, final_gain: float, plateau_stopped: bool = False) -> bool:
-        """A trial had stopped improving: `until_plateau`'s patience ended it (the rule the
-        study declared for that), or the best of its last third of evaluations beat the best
-        before by less than `plateau` (`final_gain`, in the metric's better direction)."""
-        return plateau_stopped or final_gain < self.plateau
+    def converged(self, final_gain: float) -> bool:
+        """A trial had stopped improving: its smoothed curve (the least-squares line through
+        its last third of evaluations, trainables/training/curves.py) rose by less than
+        `plateau` over that third (`final_gain`, in the metric's better direction). Judged
+        from the curve alone, whatever stopped the trial: `until_plateau`'s patience can run out
+        on a noisy curve that is still rising, so its stop is recorded (`plateau_stopped`)
+        but is not convergence. NaN (too few evaluations to tell) is not converged."""
+        return final_gain < self.plateau
 
     @property
     def sequential(self) -> bool:

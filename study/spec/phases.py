@@ -68,9 +68,9 @@ ANALYSIS_KEYS = {
     "arms count as equally good",
     "alpha": "a level in (0, 0.5) (default 0.05): the family-wise error rate",
     "spending": "`obrien_fleming` (default) or `pocock`: the alpha-spending rule of confirm rounds",
-    "plateau": "a gain > 0 in the study metric's units (default 0.005): a trial whose last "
-    "third of evaluations beat its earlier best by less counts as converged (as does one "
-    "until_plateau stopped)",
+    "plateau": "a gain > 0 in the study metric's units (default 0.005): a trial whose "
+    "smoothed curve (the least-squares line through its last third of evaluations) rose by "
+    "less over that third counts as converged, whatever stopped it (until_plateau included)",
     "ni_alpha": "a one-sided level in (0, 0.5) (default: alpha/2): the non-inferiority test's",
     "margins": "a mapping of metric: margin: margins for metrics outside the primary's units",
 }

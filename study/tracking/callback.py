@@ -31,12 +31,14 @@ from study.tracking.store import (
     result_batches,
     trial_status,
 )
-from trainables.settings import PLATEAU_STOPPED, first_line
+from trainables.settings import first_line
+from trainables.training.curves import FINAL_GAIN_RULE
 
 log = logging.getLogger(__name__)
 
 CONVERGED = "converged"  # tag of a completed trial run: "true" or "false"
 FINAL_GAIN = "final_gain"  # the trial's metric that decides it (trainables/training/curves.py)
+FINAL_GAIN_RULE_TAG = "final_gain_rule"  # tag of a completed trial run: the rule's name
 
 
 class MlflowTrackingCallback(Callback):
@@ -174,6 +176,7 @@ class MlflowTrackingCallback(Callback):
         tags: dict[str, Any] = {"status": status, "retries": failures - int(errored)}
         if status == "completed":
             tags[CONVERGED] = str(converged(self, result)).lower()
+            tags[FINAL_GAIN_RULE_TAG] = FINAL_GAIN_RULE  # the report trusts its final_gain
         if errored:  # the error of the last attempt, and how often Ray ran it in all
             tags["error"] = _error_text(trial)
             tags["failures"] = failures
@@ -238,13 +241,13 @@ class MlflowTrackingCallback(Callback):
 
 
 def converged(callback: MlflowTrackingCallback, result: dict[str, Any]) -> bool:
-    """Whether a completed trial had stopped improving: `until_plateau` ended it, or the
-    study's declared plateau rule on the trial's `final_gain` (a trial without one, from
-    before it was reported, or with too few evaluations to tell, counts as not converged).
-    A callback pickled before the analysis was kept on it uses the default rule."""
+    """Whether a completed trial had stopped improving: the study's declared plateau rule on
+    the trial's `final_gain`, its smoothed curve's rise over its last third (a trial without
+    one, from before it was reported, or with too few evaluations to tell, counts as not
+    converged), whether or not `until_plateau` stopped it. A callback pickled before the
+    analysis was kept on it uses the default rule."""
     analysis = getattr(callback, "analysis", None) or Analysis()
-    stopped = result.get(PLATEAU_STOPPED) == 1
-    return analysis.converged(float(result.get(FINAL_GAIN, float("nan"))), stopped)
+    return analysis.converged(float(result.get(FINAL_GAIN, float("nan"))))
 
 
 class _ResultWrite:

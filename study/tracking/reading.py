@@ -40,6 +40,7 @@ from trainables.settings import (
     UserInputError,
     stage_name,
 )
+from trainables.training.curves import final_gain
 
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 _URI_ENV = "MLFLOW_TRACKING_URI"  # what mlflow.set_tracking_uri also writes into os.environ
@@ -48,6 +49,9 @@ BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
 # whether it had stopped improving (a tag): columns of every trials.csv, empty where a study
 # was recorded before trials reported them.
 CONVERGED = "converged"
+# the driver's tag naming `final_gain`'s rule (trainables/training/curves.py); where absent the
+# report computes final_gain again from the recorded curve, and says "recomputed" here
+FINAL_GAIN_RULE_TAG, RECOMPUTED = "final_gain_rule", "recomputed"
 BUDGET_METRICS = ("final_gain", PLATEAU_STOPPED, "steps_run", "tokens_seen")
 
 
@@ -221,11 +225,10 @@ def load_study_record(tracking_uri: str, study: str, run_id: str | None = None) 
         raise UserInputError(f"study run {study_run} of {study} has no arm or trial runs")
     kind = frame[f"tags.{RUN_KIND}"]
     arm_frame, trial_frame = frame[kind == "arm"], _own_columns(frame[kind == "trial"])
-    trials = budget_columns(
-        _trial_table(trial_frame), Analysis.from_json(run.data.tags.get(ANALYSIS_TAG))
-    )
-    arms = _arms_in_plan_order(arm_frame, trials)
     plan = _parse(run.data.params.get("plan")) or {}
+    trials = curve_final_gains(client, _trial_table(trial_frame), plan)
+    trials = budget_columns(trials, Analysis.from_json(run.data.tags.get(ANALYSIS_TAG)))
+    arms = _arms_in_plan_order(arm_frame, trials)
     return StudyRecord(
         name=study,
         run_id=study_run,
@@ -253,7 +256,8 @@ def _own_columns(frame: pd.DataFrame) -> pd.DataFrame:
 def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per trial with plain column names; factor params parsed back to values."""
     tags = {"arm": "arm", "phase": "phase", "status": "status", "error": "error",
-            REUSED_TAG: REUSED_TAG, CONVERGED: CONVERGED}  # fmt: skip
+            REUSED_TAG: REUSED_TAG, CONVERGED: CONVERGED,
+            FINAL_GAIN_RULE_TAG: FINAL_GAIN_RULE_TAG}  # fmt: skip
     out = pd.DataFrame({"run_id": frame["run_id"]})
     for column, tag in tags.items():
         out[column] = frame.get(f"tags.{tag}", pd.Series(dtype=object))
@@ -283,19 +287,68 @@ def _trial_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def budget_columns(trials: pd.DataFrame, analysis: Analysis) -> pd.DataFrame:
     """`converged`, `final_gain`, `plateau_stopped`, `steps_run` and `tokens_seen` on every
-    row, NaN where a trial did not record them; a trial with a `final_gain` but no `converged`
-    tag (the tag is the driver's, the metrics the trial's) is judged by the declared rule, as
-    the driver would have."""
+    row, NaN where a trial did not record them. A trial with a `final_gain` is judged by the
+    declared rule on it (`Analysis.converged`), whatever its `converged` tag says: the tag is
+    the driver's verdict under the rule of its day, and a study recorded before convergence
+    was judged from the smoothed curve alone has tags that trusted `until_plateau`'s stop.
+    The tag stands only where no `final_gain` was recorded."""
     out = trials.copy()
     for name in BUDGET_METRICS:
         out[name] = pd.to_numeric(out[name]) if name in out else math.nan
     tagged = out[CONVERGED] if CONVERGED in out else pd.Series(None, index=out.index)
+    tagged = tagged.where(tagged.isin(["true", "false"]), None).astype(object)
     judged = [
-        None if math.isnan(gain) else str(analysis.converged(gain, stopped == 1)).lower()
-        for gain, stopped in zip(out.final_gain, out[PLATEAU_STOPPED], strict=True)
+        None if math.isnan(gain) else str(analysis.converged(gain)).lower()
+        for gain in out.final_gain
     ]
     judged = pd.Series(judged, index=out.index, dtype=object)
-    out[CONVERGED] = tagged.where(tagged.isin(["true", "false"]), judged)
+    out[CONVERGED] = judged.where(judged.notna(), tagged)
+    return out
+
+
+def curve_final_gains(
+    client: MlflowClient, trials: pd.DataFrame, plan: dict[str, Any]
+) -> pd.DataFrame:
+    """`final_gain` of each completed trial recorded before the driver tagged its rule
+    (`final_gain_rule`), computed again with `trainables.training.curves.final_gain` from the
+    history of its study metric as MLflow holds it (one value per evaluation, by step), so
+    that a study recorded under the earlier rule (the best of the last third against the
+    best before it) is judged from the smoothed curve like a new one; such rows get
+    `final_gain_rule` "recomputed". A trial that kept its best evaluation (`best_step`,
+    `until_plateau`) logged the kept weights' score again at its last step, over that
+    evaluation's own value: for `dev_f1` the value is worked out from `curve_area` as
+    `learning_curves` does (`_as_evaluated`), else left out; for another metric it is left
+    out unless the last evaluation was the best. A
+    trial with the tag, without a reported `final_gain`, or whose history holds fewer than
+    2 evaluations of the metric (one reported only at the end) keeps its reported value."""
+    if "final_gain" not in trials or "run_id" not in trials:
+        return trials
+    out = trials.copy()
+    out["final_gain"] = pd.to_numeric(out["final_gain"])
+    tagged = out.get(FINAL_GAIN_RULE_TAG, pd.Series(None, index=out.index, dtype=object))
+    out[FINAL_GAIN_RULE_TAG] = tagged.where(tagged.notna(), None)
+    declared = plan.get("metric") if isinstance(plan.get("metric"), dict) else {}
+    status = out["status"] if "status" in out else pd.Series("completed", index=out.index)
+    best_steps = pd.to_numeric(out["best_step"]) if "best_step" in out else None
+    old = (status == "completed") & out["final_gain"].notna() & tagged.isna()
+    for index in out.index[old]:
+        own = out.at[index, "metric"] if "metric" in out else None
+        metric = own if isinstance(own, dict) else declared
+        name, mode = metric.get("name", "dev_f1"), metric.get("mode", "max")
+        points = sorted(client.get_metric_history(out.at[index, "run_id"], name),
+                        key=lambda m: (m.step, m.timestamp))  # fmt: skip
+        by_step = {int(m.step): float(m.value) for m in points}  # a step logged again: last
+        values = [by_step[step] for step in sorted(by_step)]
+        best = best_steps.at[index] if best_steps is not None else math.nan
+        if values and name == "dev_f1" and not math.isnan(best):  # as `learning_curves`
+            area = out.at[index, "curve_area"] if "curve_area" in out else None
+            values = _as_evaluated(values, _number(area))
+        elif values and not math.isnan(best) and max(by_step) != int(best):
+            values = values[:-1]  # the kept weights' re-score, not the last evaluation's
+        gain = final_gain(values, mode)
+        if not math.isnan(gain):
+            out.at[index, "final_gain"] = gain
+            out.at[index, FINAL_GAIN_RULE_TAG] = RECOMPUTED
     return out
 
 

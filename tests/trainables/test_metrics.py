@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 
 from trainables.training.curves import final_gain
@@ -85,18 +86,53 @@ def test_steps_to_95_percent_of_final():
 @pytest.mark.parametrize(
     ("history", "mode", "gain"),
     [
-        ([0.1, 0.2], "max", 0.1),  # two evaluations: the last against the first
-        ([0.1, 0.3, 0.35], "max", 0.25),  # a third of 3 is 1: at least the last 2
-        ([0.0, 0.1, 0.2, 0.4, 0.5, 0.5], "max", 0.1),  # the last 2 of 6 hold a new best
-        ([0.0, 0.1, 0.2, 0.3, 0.5, 0.6, 0.6, 0.7, 0.9], "max", 0.3),  # the last 3 of 9
-        ([1.0, 0.8, 0.5, 0.45], "min", 0.35),  # a loss still falling: positive
-        ([0.2, 0.5, 0.4, 0.3], "max", -0.1),  # a run past its peak: negative, converged
-        # a dip and its recovery, no new best: converged (last - first of the window: 0.06)
-        ([0.1, 0.4, 0.5, 0.5, 0.44, 0.5], "max", 0.0),
+        ([0.1, 0.2], "max", 0.1),  # two evaluations: the line through them, last - first
+        ([0.1, 0.3, 0.35], "max", 0.05),  # a third of 3 is 1: at least the last 2
+        ([0.1, 0.3, 0.35, 0.3, 0.45, 0.5], "max", 0.05),  # the last 2 of 6
+        # the last 4 of 10: slope sum((x - 1.5)(y - 0.6)) / 5 = 0.01, rise 3 * 0.01
+        ([0.0] * 6 + [0.6, 0.55, 0.65, 0.6], "max", 0.03),
+        ([2.0, 1.0, 0.6, 0.55, 0.5, 0.45], "min", 0.05),  # a loss still falling: positive
+        ([0.2, 0.5, 0.45, 0.4, 0.42, 0.38], "max", -0.04),  # past its peak: negative
+        # a dip and its recovery in the last 3 of 9: the line's rise is last - first, 0
+        ([0.1, 0.4, 0.5, 0.5, 0.5, 0.5, 0.5, 0.44, 0.5], "max", 0.0),
+        # the last third of 15 is its last 5, rising 0.01 each: the early jump plays no part
+        ([0.0] * 5 + [0.6] * 5 + [0.60, 0.61, 0.62, 0.63, 0.64], "max", 0.04),
     ],
 )
-def test_final_gain_is_the_best_of_the_last_third_against_the_best_before(history, mode, gain):
+def test_final_gain_is_the_rise_of_the_line_through_the_last_third(history, mode, gain):
     assert final_gain(history, mode) == pytest.approx(gain)
+
+
+def _numpy_rise(history: list[float]) -> float:
+    """The same rise computed independently: numpy's least-squares line over the window."""
+    k = max(2, math.ceil(len(history) / 3))
+    slope, _ = np.polyfit(np.arange(k), np.asarray(history[-k:]), 1)
+    return float(slope * (k - 1))
+
+
+def test_a_noisy_flat_curve_gains_little():
+    """30 evaluations: a rise, then flat at 0.8 with noise (sd 0.003). The smoothed gain over
+    the last 10 is well under the plateau, and equals numpy's least-squares line."""
+    rng = np.random.default_rng(3)
+    history = list(np.linspace(0.2, 0.8, 10)) + list(0.8 + rng.normal(0, 0.003, 20))
+    gain = final_gain(history)
+    assert gain == pytest.approx(_numpy_rise(history), abs=1e-12)
+    assert abs(gain) < 0.005
+    # one last evaluation drawn 0.012 higher moves the rise by 6 (k - 1) / (k (k + 1)) of it,
+    # 0.49 at k = 10, where the window's best or its last minus first moves by all of it
+    spiked = history[:-1] + [history[-1] + 0.012]
+    assert final_gain(spiked) == pytest.approx(_numpy_rise(spiked), abs=1e-12)
+    assert final_gain(spiked) - gain == pytest.approx(0.012 * 54 / 110)
+
+
+def test_a_rising_curve_gains_its_trend_over_the_last_third():
+    rng = np.random.default_rng(4)
+    history = list(0.3 + 0.004 * np.arange(24) + rng.normal(0, 0.003, 24))
+    gain = final_gain(history)
+    assert gain == pytest.approx(_numpy_rise(history), abs=1e-12)
+    assert gain == pytest.approx(0.004 * 7, abs=0.01) and gain > 0.005  # 8 points, 7 steps
+    losses = [1 - v for v in history]  # the same curve as a loss, falling: the same gain
+    assert final_gain(losses, "min") == pytest.approx(gain)
 
 
 def test_final_gain_of_one_evaluation_is_unknown():

@@ -40,7 +40,11 @@ def _markdown(record: StudyRecord, tables: Tables) -> str:
             "",
             "Mean optimizer steps (all stages) and training tokens of each arm's completed "
             "confirm trials; `gap` is how much more the larger ran, as a share of the "
-            f"smaller; `unequal` above {validity.COMPUTE_TOLERANCE:.0%}.",
+            f"smaller; `unequal` above {validity.COMPUTE_TOLERANCE:.0%}. Per seed paired in "
+            "both arms (its mean over data seeds when crossed): `steps_run_seeds` seeds, the "
+            "median and largest gap in optimizer steps (`steps_run_seed_gap_median`, "
+            "`steps_run_seed_gap_max`, at seed `steps_run_seed_gap_max_seed`), "
+            f"`unequal_per_seed` when the median is above {validity.COMPUTE_TOLERANCE:.0%}.",
             "",
             frame_table(compute) if recorded else "Steps and tokens: not recorded.",
         ]

@@ -31,8 +31,14 @@ CHECKS: dict[str, tuple[str, Callable[[StudyRecord], list[str] | None]]] = {
     ),
     "compute": (
         "both arms of each primary comparison trained on the same steps and tokens "
-        f"(within {validity.COMPUTE_TOLERANCE:.0%})",
+        f"(within {validity.COMPUTE_TOLERANCE:.0%} in mean, and in steps for the median seed)",
         lambda r: validity.compute_threats(validity.compute_table(r)),
+    ),
+    "stopping point": (
+        "the primary metric's paired differences do not track the per-seed gaps in steps "
+        f"(Pearson r over at least {validity.STOPPING_MIN_SEEDS} seeds; flagged when "
+        f"p < {validity.STOPPING_P:g} or |r| ≥ {validity.STOPPING_R:g})",
+        validity.stopping_threats,
     ),
     "rank test": (
         "enough seeds for an exact signed-rank test to reach α",

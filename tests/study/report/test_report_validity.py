@@ -13,8 +13,11 @@ import pytest
 from mlflow.entities import Metric
 
 from study.analysis import Analysis
-from study.report import write_report
+from study.report import validity, write_report
+from study.report.sections import convergence
+from study.tracking.reading import FINAL_GAIN_RULE_TAG, load_study_record
 from study.tracking.store import StudyTracker
+from trainables.training.curves import FINAL_GAIN_RULE, final_gain
 
 SEEDS = range(2, 8)  # 6 confirm seeds: an exact signed-rank test can reach 0.05
 LRS = (4e-5, 1e-4, 2e-4)  # explore samples; both arms choose 1e-4, the middle one
@@ -112,7 +115,8 @@ def test_an_under_trained_arm_is_not_converged_and_its_verdict_budget_sensitive(
     assert "| `depth=full` | 6/6 |" in page and "| `depth=full-1` | 0/6 |" in page
     verdicts = section(page, "## Verdicts (primary metric)")
     assert "— **budget-sensitive**: `depth=full-1` still improving in 6/6 confirm seeds" in verdicts
-    assert "(final_gain 0.09, 0.09, 0.09, 0.09, 0.09, 0.09 ≥ plateau 0.005)" in verdicts
+    named = ", ".join(f"seed {seed} (final_gain 0.09)" for seed in SEEDS)
+    assert f"6/6 confirm seeds: {named} ≥ plateau 0.005" in verdicts
     threats = section(page, "## Threats to validity")
     assert "- **convergence**: `depth=full-1` vs `depth=full` is budget-sensitive" in threats
     assert "No threat found" not in threats
@@ -156,3 +160,49 @@ def test_a_study_recorded_before_budgets_says_not_recorded(tmp_path):
     assert "Not recorded, so not checked: convergence, compute" in threats
     assert "budget-sensitive" not in page
     assert "Steps and tokens: not recorded." in page
+
+
+def test_a_study_recorded_under_the_earlier_rule_is_judged_from_its_curve_again(tmp_path):
+    """Trials recorded before the driver tagged final_gain's rule: their final_gain (best
+    against best) and converged tag (until_plateau's stop taken as convergence) are replaced
+    by the smoothed rule on the dev curve MLflow holds, the last evaluation's own value
+    worked out from curve_area where the kept weights' re-score was logged over it. A trial
+    tagged with the rule keeps what it reported."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = StudyTracker(uri, "old")
+    plan = {"metric": {"name": "dev_f1", "mode": "max"}}
+    tags = {"state": "finished", "analysis": Analysis().to_json()}
+    study_run = tracker.study_run("old", "old", tags, {"plan": json.dumps(plan)})
+    arm_run = tracker.arm_run(study_run, "depth=full", {"depth": "full"})
+    # as evaluated: still rising 0.01 per evaluation at the end; best 0.60 at step 80 is kept
+    evaluated = [0.1, 0.3, 0.45, 0.5, 0.55, 0.56, 0.57, 0.60, 0.585, 0.595]
+    logged = evaluated[:-1] + [0.60]  # the last step holds the kept weights' re-score
+    for seed, extra in enumerate(({}, {FINAL_GAIN_RULE_TAG: FINAL_GAIN_RULE})):  # old, new
+        own = {"arm": "depth=full", "phase": "confirm", "sample": "0", "seed": str(seed),
+               "status": "completed", "converged": "true", **extra}  # fmt: skip
+        run = tracker.trial_run(study_run, arm_run, f"confirm/{seed}", own)
+        tracker.log_params(run, {"depth": "full", "arm_index": 0})
+        final = {"final_gain": 0.0, "plateau_stopped": 1.0, "best_step": 80.0,
+                 "curve_area": float(np.mean(evaluated)), "steps_run": 100.0}  # fmt: skip
+        curve = [Metric("dev_f1", v, 0, 10 * (i + 1)) for i, v in enumerate(logged)]
+        tracker.client.log_batch(
+            run, metrics=[*curve, *(Metric(k, v, 0, 100) for k, v in final.items())]
+        )
+        tracker.end(run, "FINISHED")
+    tracker.end_study(study_run, {}, "FINISHED")
+    record = load_study_record(uri, "old")
+    trials = record.trials.set_index("seed")
+    expected = final_gain(evaluated)
+    assert expected > 0.005  # the line through the last 4 as evaluated still rises
+    # neither the logged re-score nor the curve without it gives that value
+    assert expected != pytest.approx(final_gain(logged))
+    assert expected != pytest.approx(final_gain(evaluated[:-1]))
+    assert trials.at[0, "final_gain"] == pytest.approx(expected)
+    assert trials.at[0, "converged"] == "false" and trials.at[0, "plateau_stopped"] == 1.0
+    assert trials.at[0, FINAL_GAIN_RULE_TAG] == "recomputed"
+    assert trials.at[1, "final_gain"] == 0.0 and trials.at[1, "converged"] == "true"
+    assert trials.at[1, FINAL_GAIN_RULE_TAG] == FINAL_GAIN_RULE
+    assert validity.convergence_table(record).recomputed.tolist() == [1]
+    text = convergence.SECTION.markdown(record, convergence.SECTION.tables(record))
+    assert "1 confirm trial reported `final_gain` under the earlier rule" in text
+    assert "| `depth=full` | 1/2 |" in text

@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import pearsonr
 
 from study.analysis import Analysis
 from study.names import CODE_TAG, CODE_VERSIONS_TAG
@@ -37,20 +39,28 @@ def explore(arm: str, lrs, seed: int = 0) -> list[dict]:
     return [{"arm": arm, "phase": "explore", "seed": seed, "lr": lr} for lr in lrs]
 
 
-def test_a_final_gain_without_its_tag_is_judged_by_the_plateau_and_the_tag_wins():
-    t = pd.DataFrame({"final_gain": [0.001, 0.2, 0.2, math.nan],
-                      "converged": [None, None, "true", None]})  # fmt: skip
+def test_a_final_gain_is_judged_by_the_plateau_over_its_tag_which_stands_only_without_one():
+    """The tag is the driver's verdict under the rule of its day (an old one trusted
+    until_plateau's stop): where a final_gain was recorded the declared rule on it decides."""
+    t = pd.DataFrame({"final_gain": [0.001, 0.2, 0.2, math.nan, math.nan],
+                      "converged": [None, None, "true", "false", None]})  # fmt: skip
     out = budget_columns(t, Analysis(plateau=0.005))
-    assert out.converged.tolist()[:3] == ["true", "false", "true"]
-    assert pd.isna(out.converged.iloc[3])
+    assert out.converged.tolist()[:4] == ["true", "false", "false", "false"]
+    assert pd.isna(out.converged.iloc[4])
     assert out.steps_run.isna().all() and out.tokens_seen.isna().all()
 
 
-def test_a_trial_until_plateau_stopped_is_converged_whatever_its_gain():
-    """The study's declared patience rule ended it: it had stopped improving by that rule."""
-    t = pd.DataFrame({"final_gain": [0.2, 0.2, 0.001], "plateau_stopped": [1.0, 0.0, 0.0]})
+def test_a_trial_until_plateau_stopped_is_not_converged_while_its_curve_still_rose():
+    """Patience running out is recorded (plateau_stopped), not taken as convergence."""
+    t = pd.DataFrame({"final_gain": [0.2, 0.2, 0.001, 0.001],
+                      "plateau_stopped": [1.0, 0.0, 0.0, 1.0]})  # fmt: skip
     out = budget_columns(t, Analysis(plateau=0.005))
-    assert out.converged.tolist() == ["true", "false", "true"]
+    assert out.converged.tolist() == ["false", "false", "true", "true"]
+    assert out.plateau_stopped.tolist() == [1.0, 0.0, 0.0, 1.0]
+    assert not Analysis().converged(0.2) and Analysis().converged(0.001)
+    assert not Analysis().converged(math.nan)
+    with pytest.raises(TypeError):
+        Analysis().converged(0.2, True)  # no shortcut left to pass
 
 
 def test_an_arm_still_improving_makes_the_verdict_budget_sensitive_with_its_numbers():
@@ -62,9 +72,32 @@ def test_an_arm_still_improving_makes_the_verdict_budget_sensitive_with_its_numb
     assert validity.converged_text(table.loc["B"].to_dict() | {"arm": "B"}) == "1/2"
     note = validity.budget_note(record, "A", "B")
     assert note.startswith("budget-sensitive") and "`B` still improving in 1/2" in note
-    assert "0.08" in note and "plateau 0.005" in note and "`A`" not in note
+    assert "seed 2 (final_gain 0.08)" in note and "plateau 0.005" in note and "`A`" not in note
     [threat] = validity.convergence_threats(record)
     assert "`A` vs `B`" in threat and "`B` still improving" in threat
+
+
+def test_every_confirm_trial_at_or_above_the_plateau_is_named_stopped_or_not():
+    """Seeds by name, with their gains, whatever stopped them; an arm in no primary
+    comparison is named too."""
+    rows = confirm("A", [2, 3, 4], final_gain=0.001, plateau_stopped=1.0)
+    rows[1]["final_gain"] = 0.005  # at the plateau: not converged
+    rows += confirm("B", [2, 3, 4], final_gain=0.02, plateau_stopped=1.0)
+    rows += confirm("C", [2, 3], final_gain=0.03)
+    t = pd.DataFrame(rows)
+    t = budget_columns(t.assign(status="completed"), Analysis())
+    arms = {"B": {"depth": "full", "frac": 1}, "A": {"depth": "full-1", "frac": 1},
+            "C": {"depth": "full-1", "frac": 0.5}}  # fmt: skip
+    tags = {"compare_baseline": json.dumps({"depth": "full"})}  # C has no baseline arm
+    record = StudyRecord("s", "run", "sqlite://", tags, {}, arms, {}, t)
+    assert validity.primary_pairs(record) == [("A", "B")]
+    pair, other = validity.convergence_threats(record)
+    assert "`A` still improving in 1/3 confirm seeds: seed 3 (final_gain 0.005)" in pair
+    assert "`B` still improving in 3/3 confirm seeds: seed 2 (final_gain 0.02), seed 3 " in pair
+    assert "seed 2 (final_gain 0.03), seed 3 (final_gain 0.03)" in other
+    assert other.startswith("`C` still improving in 2/2") and "no primary comparison" in other
+    table = validity.convergence_table(record).set_index("arm")
+    assert table.converged.to_dict() == {"B": 0, "A": 2, "C": 0}
 
 
 def test_convergence_not_recorded_is_said_not_passed():
@@ -142,10 +175,90 @@ def test_compute_parity_flags_a_gap_above_ten_percent():
     assert bool(table.unequal.iloc[0])
     [threat] = validity.compute_threats(table)
     assert "optimizer steps 212 vs 159 (+33%)" in threat and "tokens" not in threat
+    assert "(over 2 paired seeds the optimizer steps differ by a median 33%" in threat
     equal = make_record(confirm("A", [2], steps_run=159.0) + confirm("B", [2], steps_run=170.0))
     assert validity.compute_threats(validity.compute_table(equal)) == []
     unknown = make_record(confirm("A", [2]) + confirm("B", [2]))
     assert validity.compute_threats(validity.compute_table(unknown)) is None
+
+
+def with_steps(rows: list[dict], steps: list[float], **per_row) -> list[dict]:
+    """Each row with its own steps_run (and each other column's own value)."""
+    columns = {"steps_run": steps, **per_row}
+    return [row | {k: v[i] for k, v in columns.items()} for i, row in enumerate(rows)]
+
+
+def test_compute_parity_per_seed_reports_the_median_and_largest_gap_behind_equal_means():
+    """Equal means (145 steps each) hide seeds that ran twice as long in one arm."""
+    rows = with_steps(confirm("A", [2, 3, 4, 5]), [100.0, 200.0, 150.0, 130.0])
+    rows += with_steps(confirm("B", [2, 3, 4, 5, 6]), [200.0, 100.0, 150.0, 117.0, 158.0])
+    table = validity.compute_table(make_record(rows))
+    row = table.iloc[0]
+    assert row.steps_run_gap == 0 and not row.unequal
+    gaps = [1.0, 1.0, 0.0, 130 / 117 - 1]  # seed 6 ran in B only: not paired
+    assert row.steps_run_seeds == 4
+    assert row.steps_run_seed_gap_median == pytest.approx(np.median(gaps))
+    assert row.steps_run_seed_gap_max == pytest.approx(1.0)
+    assert row.steps_run_seed_gap_max_seed == 2 and row.unequal_per_seed
+    [threat] = validity.compute_threats(table)
+    assert threat.startswith("`A` vs `B`: unequal compute per seed: over 4 paired seeds")
+    assert "median 56% and at most 100% (seed 2), above 10%, though the means agree" in threat
+    steady = make_record(confirm("A", [2, 3], steps_run=100.0)
+                         + confirm("B", [2, 3], steps_run=105.0))  # fmt: skip
+    row = validity.compute_table(steady).iloc[0]
+    assert row.steps_run_seed_gap_median == pytest.approx(0.05) and not row.unequal_per_seed
+    assert validity.compute_threats(validity.compute_table(steady)) == []
+
+
+def test_compute_parity_per_seed_averages_a_seeds_data_seeds_when_crossed():
+    data_seeds = [0, 1, 0, 1]
+    rows = with_steps(confirm("A", [2, 2, 3, 3]), [100.0, 300, 100, 100], data_seed=data_seeds)
+    rows += with_steps(confirm("B", [2, 2, 3, 3]), [200.0] * 4, data_seed=data_seeds)
+    row = validity.compute_table(make_record(rows)).iloc[0]
+    assert row.steps_run_seeds == 2 and row.steps_run_seed_gap_max == pytest.approx(1.0)
+    assert row.steps_run_seed_gap_max_seed == 3 and row.steps_run_seed_gap_median == 0.5
+
+
+def stopping_rows(gaps, diffs) -> list[dict]:
+    """Per seed 2, 3, ...: A ran 500 + gap steps and scored 0.5 + diff, B 500 and 0.5."""
+    rows = []
+    for seed, (gap, diff) in enumerate(zip(gaps, diffs, strict=True), start=2):
+        rows += confirm("A", [seed], steps_run=500.0 + gap) + confirm("B", [seed], steps_run=500.0)
+        rows[-2]["test_f1"] = 0.5 + diff
+    return rows
+
+
+GAPS = [-100.0, -50.0, 0.0, 50.0, 100.0, 150.0]
+
+
+def test_differences_that_track_the_step_gaps_are_a_stopping_point_threat():
+    noise = [0.002, -0.001, 0.0, 0.001, -0.002, 0.0]
+    diffs = [0.0001 * g + d for g, d in zip(GAPS, noise, strict=True)]
+    record = make_record(stopping_rows(GAPS, diffs))
+    [row] = validity.stopping_table(record).to_dict("records")
+    r, p = pearsonr(GAPS, diffs)  # independently: scipy on the numbers as built
+    assert row["n"] == 6 and row["r"] == pytest.approx(r) and row["p"] == pytest.approx(p)
+    assert row["r"] == pytest.approx(np.corrcoef(GAPS, diffs)[0, 1]) and row["flagged"]
+    [threat] = validity.stopping_threats(record)
+    assert threat.startswith("`A` vs `B`: *stopping-point* threat: over 6 seeds")
+    assert f"Pearson r = {r:+.2f}, p = {p:.3g}" in threat and "`test_f1` (A − B)" in threat
+    assert "p < 0.1 or |r| ≥ 0.5 with at least 4 seeds" in threat
+    text = threats.SECTION.markdown(record, {threats.NAME: threats.threats_table(record)})
+    assert "- **stopping point**: `A` vs `B`: *stopping-point* threat" in text
+
+
+def test_differences_that_do_not_track_the_step_gaps_are_no_threat():
+    record = make_record(stopping_rows(GAPS, [0.01, -0.01, -0.01, 0.01, 0.01, -0.01]))
+    [row] = validity.stopping_table(record).to_dict("records")
+    assert abs(row["r"]) < 0.5 and row["p"] > 0.1 and not row["flagged"]
+    assert validity.stopping_threats(record) == []
+    # tracking perfectly over 3 seeds: too few to tell
+    few = make_record(stopping_rows(GAPS[:3], [-0.01, 0.0, 0.01]))
+    [row] = validity.stopping_table(few).to_dict("records")
+    assert row["r"] == pytest.approx(1.0) and not row["flagged"]
+    assert validity.stopping_threats(few) == []
+    # steps not recorded: not checked
+    assert validity.stopping_threats(make_record(confirm("A", [2]) + confirm("B", [2]))) is None
 
 
 @pytest.mark.parametrize(("seeds", "threat"), [(4, True), (5, True), (6, False)])
@@ -209,7 +322,7 @@ def test_the_threats_section_lists_each_threat_and_what_was_not_recorded():
     text = threats.SECTION.markdown(record, {threats.NAME: table})
     assert "- **dev reuse**: Explore chose each arm's lr on `dev_f1`" in text
     assert "No threat found" not in text
-    assert "Not recorded, so not checked: convergence, compute" in text
+    assert "Not recorded, so not checked: convergence, compute, stopping point" in text
 
 
 def test_the_reproducibility_block_shows_each_arms_budget_when_one_was_set():

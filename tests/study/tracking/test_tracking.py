@@ -13,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from study.analysis import Analysis
 from study.tracking import MAX_BATCH, StudyTracker, result_batches
 from study.tracking.callback import MlflowTrackingCallback, converged
+from trainables.training.curves import FINAL_GAIN_RULE
 
 
 class FlakyClient:
@@ -191,12 +192,14 @@ def test_a_completed_trial_is_tagged_converged_by_the_declared_plateau(
     cb.on_trial_complete(0, [], trial)
     run = cb.tracker.client.get_run(cb._runs[trial.trial_id])
     assert run.data.tags["converged"] == tag and run.data.tags["status"] == "completed"
+    assert run.data.tags["final_gain_rule"] == FINAL_GAIN_RULE  # the report trusts its gain
 
 
 def test_a_callback_pickled_without_an_analysis_uses_the_default_plateau():
     callback = MlflowTrackingCallback("sqlite:///x.db", "s", "run-1", {"arm": "a1"})
     del callback.analysis  # as one saved with a Tuner before the analysis was kept on it
     assert converged(callback, {"final_gain": 0.004}) and not converged(callback, {})
-    # until_plateau's patience ended it: converged by the study's own rule, whatever the gain
-    assert converged(callback, {"final_gain": 0.2, "plateau_stopped": 1.0})
+    # until_plateau's patience ended it: a recorded fact, not convergence; the curve decides
+    assert not converged(callback, {"final_gain": 0.2, "plateau_stopped": 1.0})
     assert not converged(callback, {"final_gain": 0.2, "plateau_stopped": 0.0})
+    assert converged(callback, {"final_gain": 0.001, "plateau_stopped": 0.0})

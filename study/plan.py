@@ -16,7 +16,7 @@ from typing import Any
 from study.names import CONFIRM, DRAWN_BY, EXPLORE
 from study.precision import resolved_precision
 from study.spec import StudySpec
-from trainables.settings import BUDGET, INTERMEDIATE, stage_label, stage_name
+from trainables.settings import BUDGET, INTERMEDIATE, printable, stage_label, stage_name
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ class StudyPlan:
                              "only the arms with an undecided comparison")  # fmt: skip
         lines += self._seed_lines() + self._analysis_lines()
         lines.append(f"  total: at most {self.trials} trials")
-        return "\n".join(lines)
+        return printable("\n".join(lines), lines=True)  # a description's ESC or BEL escaped
 
     def _stage_lines(self) -> list[str]:
         """What each arm trains before the target, when a study has intermediate stages."""

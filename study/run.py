@@ -57,7 +57,7 @@ from study.names import EXPLORE, OPTUNA_STUDIES_TAG, OPTUNA_TAG, tracking_uri
 from study.plan import StudyPlan, make_plan
 from study.precision import PRECISION_KEY, settle_precision
 from study.progress.line import StudyProgress
-from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
+from study.progress.log_format import log_to_terminal
 from study.progress.quiet import quiet_driver
 from study.search.optuna_storage import check_storage, default_storage, study_name
 from study.spec import StudySpec, check_same_overrides, load_study
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> StudyOutcome:
 
 
 def _set_up_driver(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
+    log_to_terminal()  # control characters in a logged name or description escaped
     for chatty in ("mlflow", "alembic"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     # Tune snapshots its experiment state at every checkpoint because num_to_keep is set;

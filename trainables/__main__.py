@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from trainables.errors import TrainingDiverged, UserInputError, joined
+from trainables.input_files import MAX_SETTINGS_BYTES, read_bounded
 from trainables.settings.command_line import leaving_quickly, trial_parser
 from trainables.settings.config import TrialConfig
 from trainables.settings.stage_config import STAGE_KEY, stage_prefix
@@ -43,8 +44,10 @@ def read_settings(config: str | None, pairs: list[str]) -> TrialConfig:
     """The trial's settings from `--config FILE` and `--set KEY=VALUE`, checked; bad input is
     a UserInputError (or a YAML error) naming the file or the option."""
     try:
-        values = load_yaml(Path(config).read_text(encoding="utf-8")) if config else None
-    except (OSError, UnicodeDecodeError) as err:
+        limits = {"what": "a trial's settings file", "max_bytes": MAX_SETTINGS_BYTES}
+        text = read_bounded(config, f"--config {config}", **limits) if config else None
+        values = load_yaml(text.decode("utf-8")) if text is not None else None
+    except UnicodeDecodeError as err:
         raise UserInputError(f"--config {config}: cannot read it: {joined(err)}") from None
     if values is None:
         values = {}

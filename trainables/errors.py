@@ -1,8 +1,11 @@
 """Errors that carry a message fit for one line on a terminal.
 
 The command-line entry points catch `UserInputError` and print `str(err)` with a non-zero
-exit, so every message must already name the file, line, field or value at fault.
+exit, so every message must already name the file, line, field or value at fault, and
+`printable` is how any text a user wrote reaches the terminal.
 """
+
+import unicodedata
 
 
 class UserInputError(ValueError):
@@ -53,5 +56,26 @@ def first_line(err: BaseException, limit: int | None = None) -> str:
 
 
 def joined(text: object) -> str:
-    """A message of our own on one line: every line break and run of spaces made one space."""
-    return " ".join(str(text).split())
+    """A message of our own on one line: every line break and run of spaces made one space,
+    and any other control character shown escaped (`printable`)."""
+    return printable(" ".join(str(text).split()))
+
+
+def printable(text: object, *, lines: bool = False) -> str:
+    """Text fit for a terminal: every character that is not printable (an ANSI escape's ESC,
+    BEL, a backspace or carriage return, the other C0 and C1 controls, a bidirectional
+    override) shown as Python writes it in a string, `\\x1b`, `\\x07`, `\\u202e`, so a
+    study's description or a metric name cannot recolour, ring or rewrite the terminal. With
+    `lines`, line breaks and tabs stay as they are, for a text of several lines (the plan,
+    the log). The one helper for user text the product prints."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    kept = "\n\t" if lines else ""
+    return "".join(c if _shown_as_is(c, kept) else c.encode("unicode_escape").decode("ascii")
+                   for c in text)  # fmt: skip
+
+
+def _shown_as_is(c: str, kept: str) -> bool:
+    # a space of any width (a no-break space) is harmless; a line or paragraph separator is not
+    return c.isprintable() or c in kept or unicodedata.category(c) == "Zs"

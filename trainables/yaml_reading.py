@@ -15,7 +15,10 @@ each field's line; everything else calls `load_yaml` or `parse_value`.
 What a file may cost is bounded once it is composed, before any data is built: nesting deeper
 than `MAX_DEPTH`, a text longer than `MAX_TEXT` characters, or more than `MAX_NODES` values once
 every alias is counted as the values it repeats (a "billion laughs" file is a few lines of
-aliases that expand to 10^9 values) is refused as a YAML error at its line.
+aliases that expand to 10^9 values) is refused as a YAML error at its line. Depth and the count
+of values as written are checked from the parser's events first, before any node is built, so a
+flat list of a million values is refused at its 50,001st. How many bytes a file may have is
+checked before it is read (trainables/input_files.py).
 """
 
 from __future__ import annotations
@@ -70,12 +73,14 @@ class Loader(CParser, SafeConstructor, Resolver):
         # PyYAML's reader refuses a control character (a NUL, say) with its position; libyaml
         # would refuse it too, but later and without saying which character
         yaml.reader.Reader(text)
+        self.source_text = text
         CParser.__init__(self, text)
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
 
     def get_single_node(self) -> yaml.Node | None:
         try:
+            _count_events(self.source_text)
             node = super().get_single_node()
         except yaml.scanner.ScannerError as err:
             # libyaml stops at 1,000 levels while it scans ahead, before the cost is checked
@@ -85,6 +90,36 @@ class Loader(CParser, SafeConstructor, Resolver):
         if node is not None:
             _Cost().of(node, 0)
         return node
+
+
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)
+
+
+def _count_events(text: str) -> None:
+    """Refuse a document nested too deep or of too many values from libyaml's events, before
+    any node is built: composing builds every node of the document first, which for a flat
+    list of a million values costs seconds and hundreds of MiB before `_Cost` could refuse it.
+    Each value is one event (an alias one, though it stands for more), so this stops at the
+    value past the limit, whatever the text's length; `_Cost` then counts the aliases."""
+    parser = CParser(text)
+    try:
+        values = depth = 0
+        while (event := parser.get_event()) is not None:
+            if isinstance(event, _NODE_EVENTS):
+                if depth >= MAX_DEPTH:
+                    raise YamlLimitError(None, None, _TOO_DEEP, event.start_mark)
+                values += 1
+                if values > MAX_NODES:
+                    raise YamlLimitError(None, None, f"more than {MAX_NODES} values",
+                                         event.start_mark)  # fmt: skip
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, yaml.StreamEndEvent):
+                break
+    finally:
+        parser.dispose()
 
 
 class _Cost:

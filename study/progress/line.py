@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from study.names import PHASES
+from trainables.settings import printable
 
 log = logging.getLogger("study.progress")
 
@@ -183,7 +184,7 @@ class StudyProgress:
             log.info("progress: %s", self.line())
             return
         width = shutil.get_terminal_size((100, 20)).columns - 1
-        self.stream.write(CLEAR + self.line()[:width])
+        self.stream.write(CLEAR + printable(self.line())[:width])  # arm and metric names
         self.stream.flush()
         self.on_screen = True
 

@@ -19,7 +19,7 @@ from study.folder_names import name_problem
 from study.spec.document import Doc, FieldPath, SpecError, dotted
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
-from trainables.settings import Loader, YamlLimitError, joined
+from trainables.settings import MAX_SETTINGS_BYTES, Loader, YamlLimitError, joined, read_bounded
 
 # the studies shipped with the package: in a checkout a link to search_spaces/ at its root
 SEARCH_SPACES = Path(__file__).resolve().parents[1] / "search_spaces"
@@ -62,7 +62,7 @@ def find_study(name_or_path: str, folder: Path | None = None) -> Path:
     `study_folders(folder)`."""
     if name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path or "/" in name_or_path:
         path = Path(name_or_path).expanduser()
-        if not path.is_file():
+        if not path.exists():  # one that is no regular file is refused when it is read
             raise SpecError(f"{name_or_path}: no such study file")
         return _named(path)
     path = study_files(folder).get(name_or_path)
@@ -96,10 +96,9 @@ def display_path(path: Path) -> str:
 def read_study(path: Path) -> Doc:
     """The file's data with its lines; its top-level keys and profiles checked."""
     display = display_path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise SpecError(f"{display}: cannot read the study file: {joined(str(err))}") from None
+    # a regular file of at most MAX_SETTINGS_BYTES, looked up before a byte is read
+    limits = {"what": "a study file", "max_bytes": MAX_SETTINGS_BYTES, "error": SpecError}
+    raw = read_bounded(path, display, **limits)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

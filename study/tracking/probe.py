@@ -1,6 +1,8 @@
 """Refuse a tracking store that cannot be used, in seconds and before anything is written.
 
-Two ways a store that looks fine is not, both seen against PostgreSQL:
+A sqlite URI naming a file that exists but is no SQLite database (a text file, a folder, a
+FIFO) is refused from the file's first 16 bytes, without MLflow, which would retry it for two
+minutes. Two ways a store that looks fine is not, both seen against PostgreSQL:
 - a database URI given as `--tracking-uri` whose database refuses the login: MLflow's own
   store retries a failed connection ten times over about two minutes, with a warning each time,
   before it gives up; one connection attempt says the same at once;
@@ -11,13 +13,16 @@ Two ways a store that looks fine is not, both seen against PostgreSQL:
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 
 from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
 
-from trainables.settings import UserInputError, first_line
+from trainables.settings import UserInputError, first_line, open_regular
 
 CONNECT_TIMEOUT_S = 10
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+MAX_SQLITE_BYTES = 2**50  # a tracking store may be as large as the disk; only its header is read
 
 
 def shown_uri(uri: str) -> str:
@@ -37,8 +42,11 @@ def database_kind(uri: str) -> str | None:
 
 
 def probe_database(uri: str) -> None:
-    """One connection to a database server, no retries (sqlite files are MLflow's to make)."""
+    """One connection to a database server, no retries; a sqlite file only looked at (sqlite
+    files are MLflow's to make)."""
     kind = database_kind(uri)
+    if kind == SQLITE:
+        probe_sqlite_file(uri)
     if kind is None or kind == SQLITE:
         return
     import sqlalchemy
@@ -54,6 +62,42 @@ def probe_database(uri: str) -> None:
             f"MLflow tracking URI {shown_uri(uri)} cannot be used: the database says "
             f"{type(cause).__name__}: {first_line(cause)}"
         ) from err
+
+
+def sqlite_file(uri: str) -> str | None:
+    """The file a sqlite URI names (`sqlite:///mlflow.db`: mlflow.db in the working folder,
+    `sqlite:////abs/m.db`: /abs/m.db); None for an in-memory database or a `file:` URI."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        database = make_url(uri).database
+    except Exception:  # noqa: BLE001 - a URI SQLAlchemy cannot parse: MLflow says why
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return database
+
+
+def probe_sqlite_file(uri: str) -> None:
+    """A sqlite URI whose file exists must name a regular file that is a SQLite database (its
+    16-byte header) or is empty; MLflow would otherwise retry it for two minutes, with a
+    warning each time, after Ray has started. Only the header is read: a FIFO or a device is
+    refused before it is opened (trainables/input_files.py)."""
+    path = sqlite_file(uri)
+    if path is None or not os.path.exists(os.path.expanduser(path)):
+        return  # MLflow makes a new database there
+    where = f"MLflow tracking URI {shown_uri(uri)}: {path}"
+    try:
+        with open_regular(os.path.expanduser(path), where, what="an SQLite database",
+                          max_bytes=MAX_SQLITE_BYTES) as handle:  # fmt: skip
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as err:
+        raise UserInputError(f"{where}: cannot read it: {err.strerror or err}") from None
+    if header and header != SQLITE_HEADER:
+        raise UserInputError(
+            f"{where} is not an SQLite database (its first bytes are not {SQLITE_HEADER!r}); "
+            "name a new file for MLflow to make, or an MLflow sqlite store"
+        )
 
 
 def probe_server_store(uri: str) -> None:

@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 
 from study.names import CONFIRM, RUN_KIND, STUDY_RUN_ID, TRIAL_KIND
 from study.tracking.store import StudyTracker
+from trainables.settings import printable
 
 
 def confirm_summary(tracker: StudyTracker, study_run: str, metric: str = "dev_f1") -> str:
@@ -34,7 +35,7 @@ def confirm_summary(tracker: StudyTracker, study_run: str, metric: str = "dev_f1
     for arm, metrics in sorted(per_arm.items()):
         cells = [f"{name} {_mean_std([m.get(name) for m in metrics])}" for name in shown]
         lines.append(f"  {arm:40s} {'  '.join(cells)}  (n={len(metrics)})")
-    return "\n".join(lines)
+    return printable("\n".join(lines), lines=True)  # arm and metric names, escaped
 
 
 def _mean_std(values: list[float | None]) -> str:

@@ -4,9 +4,10 @@
 `trainables.tune_adapter.train_tagger`), so the driver checks and plans a study without loading
 torch or transformers; tests/study/test_import_graph.py holds both rules. The modules in this
 package describe a trial (its config, stages, precision, model source, the synthetic surface);
-the names below from `trainables.errors`, `trainables.yaml_reading`, `trainables.data.sources`
-and `trainables.measures.fingerprints` are their torch-free parts, which sit outside this
-package because `trainables.data` is read by this package's checks and by the trainer alike.
+the names below from `trainables.errors`, `trainables.input_files`, `trainables.yaml_reading`,
+`trainables.data.sources` and `trainables.measures.fingerprints` are their torch-free parts,
+which sit outside this package because `trainables.data` is read by this package's checks and
+by the trainer alike.
 """
 
 from trainables.data.sources import (
@@ -25,7 +26,9 @@ from trainables.errors import (
     UserInputError,
     first_line,
     joined,
+    printable,
 )
+from trainables.input_files import MAX_SETTINGS_BYTES, open_regular, read_bounded
 from trainables.measures.fingerprints import FILE_NAME as FINGERPRINT_FILE
 from trainables.measures.fingerprints import LayerFingerprint
 from trainables.measures.fingerprints.compare import compare_pairs
@@ -153,6 +156,10 @@ __all__ = [
     "host_has_native_bf16",
     "instruction_caps",
     "joined",
+    "printable",
+    "open_regular",
+    "read_bounded",
+    "MAX_SETTINGS_BYTES",
     "layout_of",
     "load_checked_splits",
     "looks_like_path",

@@ -18,6 +18,7 @@ from trainables.data.sources._kinds import SplitSource
 from trainables.data.tags import check_tag, shortened, to_iob2
 from trainables.data.types import TaggedSentence
 from trainables.errors import ConfigError, DataError
+from trainables.input_files import MAX_DATA_BYTES, bounded_lines, open_regular
 from trainables.yaml_reading import bool_word
 
 DOCSTART = "-DOCSTART-"  # a document boundary in CoNLL-2003 and its descendants, not a sentence
@@ -87,21 +88,17 @@ def _strip_lang_prefix(word: str) -> str:
 
 
 def _numbered_lines(path: Path, shown: str) -> Iterator[tuple[int, str]]:
-    """Lines with 1-based numbers; I/O and encoding failures become one-line DataErrors.
+    """Lines with 1-based numbers; I/O and encoding failures become one-line DataErrors, and
+    so do a path that is not a regular file, a file over `MAX_DATA_BYTES` and a line over
+    `MAX_LINE_BYTES` (trainables/input_files.py), before they cost more than that.
 
     Lines are decoded one by one so a bad byte is reported at its own line, not at wherever
     a buffered text reader happened to be.
     """
-    try:
-        with path.open("rb") as handle:
-            for lineno, raw in enumerate(handle, start=1):
-                yield lineno, _decode(raw, lineno == 1, f"{shown}:{lineno}")
-    except FileNotFoundError:
-        raise DataError(f"{shown}: file not found") from None
-    except IsADirectoryError:
-        raise DataError(f"{shown}: is a folder, not a file") from None
-    except OSError as err:
-        raise DataError(f"{shown}: cannot read: {err.strerror or err}") from None
+    bounds = {"what": "a data file", "max_bytes": MAX_DATA_BYTES, "error": DataError}
+    with open_regular(path, shown, **bounds) as handle:
+        for lineno, raw in bounded_lines(handle, shown, **bounds):
+            yield lineno, _decode(raw, lineno == 1, f"{shown}:{lineno}")
 
 
 def _decode(raw: bytes, first: bool, where: str) -> str:

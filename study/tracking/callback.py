@@ -31,8 +31,7 @@ from study.tracking.store import (
     result_batches,
     trial_status,
 )
-from trainables.settings import first_line
-from trainables.training.curves import FINAL_GAIN_RULE
+from trainables.settings import FINAL_GAIN_RULE, first_line
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,8 @@
 torch or transformers; tests/study/test_import_graph.py holds both rules. The modules in this
 package describe a trial (its config, stages, precision, model source, the synthetic surface);
 the names below from `trainables.errors`, `trainables.input_files`, `trainables.yaml_reading`,
-`trainables.data.sources` and `trainables.measures.fingerprints` are their torch-free parts,
+`trainables.data.sources`, `trainables.measures.fingerprints` and `trainables.training.curves`
+are their torch-free parts,
 which sit outside this package because `trainables.data` is read by this package's checks and
 by the trainer alike.
 """
@@ -94,6 +95,7 @@ from trainables.yaml_reading import Loader, YamlLimitError, bool_word, parse_val
 TRIAL_CONFIG = "trial"
 # the key beside it under which the driver may put the least seconds between a trial's
 # evaluation checkpoints (absent: one at every evaluation; the final report always has one)
+from trainables.training.curves import FINAL_GAIN_RULE, final_gain
 CHECKPOINT_EVERY_S = "checkpoint_every_s"
 
 __all__ = [
@@ -165,6 +167,8 @@ __all__ = [
     "looks_like_path",
     "no_native_bf16",
     "normalized",
+    "final_gain",
+    "FINAL_GAIN_RULE",
     "parse_value",
     "read_config_json",
     "resolve_model",

@@ -22,7 +22,7 @@ from study.report.validity import (
     primary_pairs,
     shown_value,
 )
-from study.spec import DEFAULT_SAMPLER, RANDOM_DRAW
+from study.spec import DEFAULT_SAMPLER, RANDOM_DRAW, START_FROM
 from study.tracking.reading import StudyRecord
 
 EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
@@ -145,12 +145,14 @@ def _drawn(explored: pd.DataFrame, plan: dict) -> str:
     sampler = ((plan.get("phases") or {}).get("explore") or {}).get("sampler") or DEFAULT_SAMPLER
     counts = drawn[~explored["sample"].duplicated()].fillna("?").value_counts()
     at_random = int(counts.get(RANDOM_DRAW, 0))
+    given = int(counts.get(START_FROM, 0))
+    start = f", {given} given by explore.start_from" if given else ""
     if sampler == RANDOM_DRAW:
-        return ", random search"
+        return f", random search{start}"
     by_model = int(counts.get(sampler, 0))
     if not by_model:
-        return f", all drawn at random: {sampler.upper()}'s model drew none"
-    return f", {by_model} drawn by {sampler.upper()}'s model, {at_random} at random"
+        return f", all drawn at random: {sampler.upper()}'s model drew none{start}"
+    return f", {by_model} drawn by {sampler.upper()}'s model, {at_random} at random{start}"
 
 
 def edge_threats(table: pd.DataFrame) -> list[str]:

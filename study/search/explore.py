@@ -40,7 +40,7 @@ from study.search.optuna_internals import live_trial
 from study.search.optuna_storage import study_name, write_arm
 from study.search.record import SampleRecord
 from study.search.saved import SavedSearcher
-from study.spec import StudySpec, finite_points, make_sampler, next_drawer
+from study.spec import START_FROM, StudySpec, finite_points, make_sampler, next_drawer
 from trainables.settings import first_line
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,9 @@ class ArmSearcher(SavedSearcher):
             )
             for arm in arms
         }
+        for study in self._studies.values():  # known good values first (enqueue_trial)
+            for sample in spec.explore.start_from:
+                study.enqueue_trial(dict(sample), skip_if_exists=True)
         self._book = _SampleBook(spec, arms, spec.metric.name)
         self._queue: list[tuple[SampleRecord, int]] = []
         self._asked = 0  # samples asked so far, over all arms (round robin)
@@ -162,7 +165,10 @@ class ArmSearcher(SavedSearcher):
         arm = self._arms[self._asked % len(self._arms)]
         index = self._asked // len(self._arms)
         self._asked += 1
-        drawn_by = next_drawer(self._spec.explore.sampler, self._studies[arm.id], self._startup)
+        study = self._studies[arm.id]
+        queued = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        drawn_by = START_FROM if queued else next_drawer(self._spec.explore.sampler, study,
+                                                         self._startup)  # fmt: skip
         trial = self._ask_new(arm)
         sample = SampleRecord(arm.id, index, dict(trial.params), trial.number, self._seeds,
                               drawn_by=drawn_by)  # fmt: skip

@@ -32,7 +32,14 @@ from study.spec.document import FieldPath, SpecError
 from study.spec.keys import FACTORS, SECTIONS, SET_AT_TOP, TOP_LEVEL_KEYS
 from study.spec.overrides import Override, check_same_overrides, parse_overrides
 from study.spec.reading import SEARCH_SPACES, display_path, known_studies
-from study.spec.samplers import DEFAULT_SAMPLER, RANDOM_DRAW, SAMPLERS, make_sampler, next_drawer
+from study.spec.samplers import (
+    DEFAULT_SAMPLER,
+    RANDOM_DRAW,
+    SAMPLERS,
+    START_FROM,
+    make_sampler,
+    next_drawer,
+)
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase, Metric, StudySpec
 
 # the names these two had when study.spec was one module; tests import them so
@@ -41,7 +48,8 @@ _model_config = model_config
 
 __all__ = [
     "DEFAULT_SAMPLER", "FACTORS", "KINDS", "RANDOM_DRAW", "SAMPLERS", "SEARCH_SPACES", "SECTIONS",
-    "SET_AT_TOP", "TOP_LEVEL_KEYS", "AshaSettings", "Categorical", "ConfirmPhase", "Distribution",
+    "SET_AT_TOP", "START_FROM", "TOP_LEVEL_KEYS", "AshaSettings", "Categorical", "ConfirmPhase",
+    "Distribution",
     "ExplorePhase", "FieldPath", "IntRange", "LogUniform", "Metric", "Override", "SpecError",
     "StudySpec", "Uniform", "check_same_overrides", "display_path", "finite_points",
     "known_studies", "load_study", "make_sampler", "model_config", "next_drawer",

@@ -37,6 +37,9 @@ EXPLORE_KEYS = {
     "sampler": "`tpe` (default), `random` or `gp`: the Optuna sampler each arm's search uses",
     "sampler_seed": "an integer >= 0 (default 0): seeds the samplers, arm i's with this + i; "
     "another value draws other samples (independent repetitions of a search)",
+    "start_from": "a list of samples of the search factors (e.g. [{lr: 1.78e-4}], the optimum "
+    "of an earlier study or of a grid): each arm's first samples, queued in Optuna before it "
+    "draws; they count towards `samples`",
 }
 ASHA_KEYS = {
     "grace_period": "a number > 0: epochs before the first pruning decision",
@@ -135,7 +138,7 @@ def study_phases(
         raise doc.missing(path, "an explore phase, a confirm phase, or both")
     doc.mapping(path, phases, "a mapping with explore and/or confirm")
     doc.check_keys(path, phases, tuple(PHASES_KEYS))
-    explore = _explore(doc, phases.get("explore"), seeds, search)
+    explore = _explore(doc, phases.get("explore"), seeds, search, shape)
     confirm = _confirm(doc, phases.get("confirm"), seeds, search, explore, shape)
     if explore is None and confirm is None:
         raise doc.fail(path, "no phase: give explore, confirm, or both")
@@ -143,12 +146,13 @@ def study_phases(
 
 
 def _explore(
-    doc: Doc, value: Any, seeds: tuple[int, ...] | int, search: dict
+    doc: Doc, value: Any, seeds: tuple[int, ...] | int, search: dict, shape: Shape
 ) -> ExplorePhase | None:
     if value is None:
         return None
     path = ("phases", "explore")
-    doc.mapping(path, value, "a mapping with samples, seeds, asha, sampler and sampler_seed")
+    doc.mapping(path, value, "a mapping with samples, seeds, asha, sampler, sampler_seed and "
+                "start_from")  # fmt: skip
     doc.check_keys(path, value, tuple(EXPLORE_KEYS))
     if not search:
         raise doc.fail(path, "the explore phase samples the `search` factors, but `search` "
@@ -167,7 +171,25 @@ def _explore(
     seed_path, sampler_seed = (*path, "sampler_seed"), value.get("sampler_seed", 0)
     doc.integer(seed_path, sampler_seed, 0, "the samplers' seed, an integer >= 0")
     asha = _asha(doc, value.get("asha"))
-    return ExplorePhase(samples, phase_seeds, asha, sampler, sampler_seed)
+    start = _start_from(doc, (*path, "start_from"), value.get("start_from"), search, samples, shape)
+    return ExplorePhase(samples, phase_seeds, asha, sampler, sampler_seed, start)
+
+
+def _start_from(
+    doc: Doc, path: FieldPath, value: Any, search: dict, samples: int, shape: Shape
+) -> tuple[dict, ...]:
+    """Known good samples each arm's search starts from, checked like confirm's samples."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        raise doc.bad(path, value, "a non-empty list of samples of the search factors, e.g. "
+                      "[{lr: 1.78e-4}]")  # fmt: skip
+    if len(value) > samples:
+        raise doc.bad(path, value, f"at most `samples` ({samples}) samples: they are the "
+                      "first of them")  # fmt: skip
+    start = [_sample(doc, (*path, i), item, search, shape) for i, item in enumerate(value)]
+    doc.distinct(path, value, start)
+    return tuple(start)
 
 
 def _distinct_samples(search: dict[str, Distribution]) -> int | None:

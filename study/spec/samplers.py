@@ -29,6 +29,7 @@ MODEL_STATES: dict[str, tuple[TrialState, ...]] = {
     "gp": (TrialState.COMPLETE,),
 }
 RANDOM_DRAW = "random"
+START_FROM = "start_from"  # drawn_by of a sample the study file gave (explore.start_from)
 
 
 def make_sampler(name: str, seed: int, startup: int) -> optuna.samplers.BaseSampler:

@@ -33,6 +33,7 @@ class ExplorePhase:
     asha: AshaSettings | None
     sampler: str = "tpe"  # an Optuna sampler's name in study/spec/samplers.py
     sampler_seed: int = 0  # arm i's sampler is seeded with this + i
+    start_from: tuple[dict, ...] = ()  # samples every arm's Optuna study starts from
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from optuna.trial import TrialState
 from ray.tune.schedulers import TrialScheduler
 
@@ -243,3 +244,23 @@ def test_asha_milestones_are_rays(grace, reduction, max_t):
                                    grace_period=grace, reduction_factor=reduction)  # fmt: skip
     rays = sorted(milestone for milestone, _ in asha._brackets[0]._rungs)
     assert asha_milestones(grace, reduction, max_t) == pytest.approx(rays)
+
+
+def test_explore_starts_from_the_given_samples(tmp_path, tiny_model, tiny_corpus):
+    """`explore.start_from`: each arm's first sample is the given one (Optuna's enqueue_trial),
+    recorded as drawn by start_from; the sampler draws the rest."""
+    path = write_study(tmp_path, str(tiny_model), tiny_corpus)
+    data = yaml.safe_load(path.read_text())
+    data["search"] = {"lr": {"type": "loguniform", "low": 1.0e-5, "high": 1.0e-3}}
+    data["phases"]["explore"]["start_from"] = [{"lr": 1.78e-4}]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    spec = load_study(str(path))
+    assert spec.explore.start_from == ({"lr": 1.78e-4},)
+    searcher = ArmSearcher(spec, make_plan(spec).arms)
+    suggested = [c for _, c in _suggest_all(searcher)]
+    for arm in (0, 1):
+        lrs = [c["trial"]["lr"] for c in suggested if c["study"]["arm_index"] == arm]
+        assert lrs[0] == 1.78e-4 and all(lr != 1.78e-4 for lr in lrs[len(spec.explore.seeds) :])
+    firsts = [s for s in searcher.samples.values() if s.index == 0]
+    assert {s.drawn_by for s in firsts} == {"start_from"}
+    assert {s.drawn_by for s in searcher.samples.values() if s.index > 0} == {"random"}

@@ -126,6 +126,7 @@ class PhasePlan:
     pruning: str
     looks: tuple[int, ...] = ()  # confirm: seed counts after each round (the last = all)
     data_seeds: tuple[int, ...] | None = None  # confirm: crossed with every seed
+    steps_per_trial: int | None = None  # every arm's `budget: {steps: N}`, when they share one
 
     @property
     def trials(self) -> int:
@@ -176,10 +177,15 @@ class StudyPlan:
             crossed = (
                 f" x {len(p.data_seeds)} data seeds {list(p.data_seeds)}" if p.data_seeds else ""
             )
+            cost = (
+                f"{p.steps_per_trial} optimizer steps each"
+                if p.steps_per_trial
+                else f"<= {p.trial_epochs:g} trial-epochs"
+            )
             lines.append(
                 f"  {p.name}: {p.arms} arms x {p.samples_per_arm} samples x "
                 f"{len(p.seeds)} seeds {list(p.seeds)}{crossed} = {p.trials} trials, "
-                f"<= {p.trial_epochs:g} trial-epochs ({p.pruning})"
+                f"{cost} ({p.pruning})"
             )
             if len(p.looks) > 1:
                 lines.append(f"    rounds: seeds after each round {list(p.looks)}; a round runs "
@@ -235,6 +241,13 @@ def _epochs(spec: StudySpec, arm: Arm) -> float:
     return float(spec.fixed.get("epochs", 3))
 
 
+def shared_steps(spec: StudySpec, arms: list[Arm]) -> int | None:
+    """The optimizer steps of every trial when all arms train a `steps` budget of the same
+    size (paired arms then get equal steps by construction); else None."""
+    steps = {(arm.factors.get(BUDGET, spec.fixed.get(BUDGET)) or {}).get("steps") for arm in arms}
+    return steps.pop() if len(steps) == 1 and None not in steps else None
+
+
 def max_epochs(spec: StudySpec, arm: Arm) -> float:
     """ASHA's max_t for an arm, in epochs (the time unit of every rung)."""
     return _epochs(spec, arm)
@@ -258,6 +271,7 @@ def make_plan(spec: StudySpec) -> StudyPlan:
                 spec.explore.seeds,
                 mean_epochs,
                 pruning,
+                steps_per_trial=shared_steps(spec, plan.arms),
             )
         )
     if spec.confirm is not None:
@@ -272,6 +286,7 @@ def make_plan(spec: StudySpec) -> StudyPlan:
                 f"never pruned; {_checkpoint_cadence(spec.confirm.checkpoint_every_s)}",
                 spec.confirm.looks,
                 spec.confirm.data_seeds,
+                shared_steps(spec, plan.arms),
             )
         )
     return plan

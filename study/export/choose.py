@@ -41,15 +41,74 @@ def study_metric(record: StudyRecord) -> tuple[str, str]:
     return str(declared["name"]), str(declared["mode"])
 
 
+def resolve_arm(record: StudyRecord, text: str) -> str:
+    """The arm `text` names, in the forms a reader types: the arm's id (`depth=5,
+    data_fraction=1`), a value as the study file wrote it (`depth=full-1`) or as the report
+    shows it (`depth=5`, `data_fraction=1.0`), and any subset of the factors that names one
+    arm (`depth=full-1` in a study whose only other factor has one value). Ambiguous or
+    unknown names are one line listing the matches or the arms."""
+    if text in record.arms:
+        return text
+    wanted = _pairs(text)
+    factors = {key for values in record.arms.values() for key in values}
+    for key in wanted:
+        if key not in factors:
+            hint = _did_you_mean(key, sorted(factors))
+            raise UserInputError(
+                f"--arm {text!r}: study {record.name} has no factor {key!r}{hint}; its arm "
+                f"factors: {', '.join(sorted(factors))}"
+            )
+    matches = [
+        arm
+        for arm, values in record.arms.items()
+        if all(_same(record, key, want, values.get(key)) for key, want in wanted.items())
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        hint = _did_you_mean(text, list(record.arms))
+        raise UserInputError(f"--arm {text!r}: study {record.name} has no such arm{hint}; its "
+                             f"arms: {', '.join(record.arms)}")  # fmt: skip
+    raise UserInputError(f"--arm {text!r} names {len(matches)} arms of study {record.name}: "
+                         f"{'; '.join(matches)}; give more factors")  # fmt: skip
+
+
+def _pairs(text: str) -> dict[str, str]:
+    pairs = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise UserInputError(
+                f"--arm {text!r}: an arm is named by FACTOR=VALUE pairs joined by commas, "
+                "such as depth=full-1 or depth=5,data_fraction=1"
+            )
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _same(record: StudyRecord, key: str, wanted: str, value: object) -> bool:
+    """Whether `wanted` (as typed) names `value` (as the arm recorded it): the same text, the
+    same number, or the value written in the study file's grid at the same position."""
+    if value is None:
+        return False
+    if wanted == str(value):
+        return True
+    try:
+        if float(wanted) == float(value):  # type: ignore[arg-type]
+            return True
+    except (TypeError, ValueError):
+        pass
+    written = ((record.plan.get("grid") or {}).get(key)) or []
+    resolved = record.grid.get(key, [])
+    if isinstance(written, list) and len(written) == len(resolved):
+        return any(str(w) == wanted and r == value for w, r in zip(written, resolved, strict=True))
+    return False
+
+
 def _rows_of_arm(record: StudyRecord, done: pd.DataFrame, arm: str | None) -> pd.DataFrame:
     if arm is None:
         return done
-    if arm not in record.arms:
-        known = list(record.arms)
-        hint = _did_you_mean(arm, known)
-        raise UserInputError(f"--arm {arm!r}: study {record.name} has no such arm{hint}; "
-                             f"its arms: {', '.join(known)}")  # fmt: skip
-    return done[done.arm == arm]
+    return done[done.arm == resolve_arm(record, arm)]
 
 
 def choose_trial(record: StudyRecord, arm: str | None, seed: int | None, best: bool) -> ChosenTrial:
@@ -57,6 +116,7 @@ def choose_trial(record: StudyRecord, arm: str | None, seed: int | None, best: b
     when given). Only confirm trials: explore runs several samples on one seed."""
     metric, mode = study_metric(record)
     done = record.trials[(record.trials.phase == "confirm") & (record.trials.status == "completed")]
+    arm = resolve_arm(record, arm) if arm is not None else None
     rows = _rows_of_arm(record, done, arm)
     if best:
         if rows.empty:

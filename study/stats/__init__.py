@@ -4,11 +4,12 @@ The public names below are what the report and the driver use; each job sits in 
 module: `_compare` (one comparison's figures and the family of a study, composed from
 `_units`: the paired units, `_intervals`: t and bootstrap intervals at the test's level,
 `_rank`: Wilcoxon and its smallest p, `_effects`: d_z and the win probability,
-`_multiplicity`: Holm, `_verdicts`: the verdicts at one look or sequentially), `_record`
-(the comparison record and its wording), `_pairs` (which arms are compared), `_seed_pairs`
-(a mean over pairs of seeds and its jackknife interval), `sequential` (the decision rule
-shared by the driver and the report, with `_spending`: alpha spending and the looks' levels,
-and `_power`: power at every n), `_aso` (deepsig's almost stochastic order, vectorised).
+`_multiplicity`: Holm, also over every test of the primary comparisons at once, `_verdicts`:
+the verdicts at one look or sequentially), `_record` (the comparison record and its wording),
+`_pairs` (which arms are compared), `_seed_pairs` (a mean over pairs of seeds and its
+jackknife interval), `sequential` (the decision rule shared by the driver and the report,
+with `_spending`: alpha spending and the looks' levels, and `_power`: power at every n),
+`_aso` (deepsig's almost stochastic order, vectorised).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ one F1 point, the size of the effects studied, so a reader needs more than a p-v
 
 - Only the declared primary metric's comparisons get verdicts: *A better*, *B better*,
   *equivalent within ±margin* (two one-sided t-tests), *A non-inferior to B*, or
-  *inconclusive* with the seeds that would decide it. Holm controls the family-wise error over
-  those comparisons; every other metric is exploratory, with unadjusted p.
+  *inconclusive* with the seeds that would decide it. One closed test over every hypothesis of
+  those comparisons (Holm's step-down over them) holds the chance of any false verdict, of any
+  kind, at alpha; every other metric is exploratory, with unadjusted p.
 - The interval of record is the paired t interval at the level the test used, so it excludes
   0 exactly when the test rejects (a percentile bootstrap of 5 differences covers ~80%, not
   95%; it is shown only from 10 seeds on).
@@ -178,9 +179,10 @@ def _kwargs(ids: list[str], a: int, b: int, factor: str, metric: str) -> dict[st
 def _primary(
     scores: Mapping, ids: list[str], pairs: list, analysis: Analysis, aso_kwargs: Any
 ) -> list[Comparison]:
-    """Verdicts for the primary comparisons: Holm over the family at one look, or, when the
-    confirm phase ran in rounds, the group-sequential rule at alpha split evenly over the
-    family (Bonferroni), each comparison reported at the look that decided it."""
+    """Verdicts for the primary comparisons: one step-down over every test of the family at
+    one look (`holm_verdicts`), or, when the confirm phase ran in rounds, the group-sequential
+    rule at alpha split evenly over the family (Bonferroni), each comparison reported at the
+    look that decided it."""
     metric, out = analysis.primary, []
     for a, b, factor in pairs:
         pair_a, pair_b = _sides(scores, ids[a], ids[b], metric)
@@ -188,7 +190,7 @@ def _primary(
         if analysis.sequential:
             out.append(_sequential(pair_a, pair_b, analysis, len(pairs), kwargs))
         else:
-            # Holm's levels set the intervals and power (`holm_verdicts`)
+            # the step-down's levels set the intervals and power (`holm_verdicts`)
             c = compare(pair_a, pair_b, with_intervals=False, **kwargs)
             out.append(dataclasses.replace(c, primary=True))
     out = with_family_aso(out, scores, 1 - analysis.alpha / max(1, len(pairs)), aso_kwargs)

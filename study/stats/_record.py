@@ -47,7 +47,7 @@ class Comparison:
     p_t: float = math.nan
     p_wilcoxon: float = math.nan
     wilcoxon_min_p: float = math.nan  # the smallest two-sided p Wilcoxon can give with n
-    p_holm: float = math.nan  # Holm over the primary comparisons (primary only)
+    p_holm: float = math.nan  # adjusted over every test of the primary comparisons (primary)
     p_equivalence: float = math.nan  # TOST: -margin < diff < +margin
     p_equivalence_holm: float = math.nan
     p_a_noninferior: float = math.nan  # H0: diff <= -margin (in the better direction)

@@ -6,6 +6,7 @@ folder, no Optuna database. Servers are only ever looked for on 127.0.0.1, at a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 
 import pytest
@@ -78,11 +79,12 @@ def check_uris(spec, tracking_uri, storage_uri, optuna_url, resume, max_concurre
     args = argparse.Namespace(
         tracking_uri=tracking_uri, storage=storage_uri, optuna_storage=optuna_url,
         resume=resume, max_concurrent=max_concurrent, address=None, overrides=[],
-        profile="smoke",
+        profile="smoke", reports="none", wait=False,
     )  # fmt: skip
     with case_folder() as folder:
         before = files_under(folder)
-        code = user_error_outcome(lambda: _check_before_writing(args, spec))
+        with contextlib.ExitStack() as held:  # what the driver holds (its lock) is let go
+            code = user_error_outcome(lambda: _check_before_writing(args, spec, held))
         written = files_under(folder) - before
     # a run that passes the checks goes on to write (its storage folder); a refused one not
     assert code == 0 or not written, f"refused, yet wrote {sorted(written)}"
@@ -101,10 +103,12 @@ def test_the_refusal_is_one_line(synthetic_spec):
     args = argparse.Namespace(
         tracking_uri=f"http://127.0.0.1:{PORT}", storage="ray_results", optuna_storage=None,
         resume=False, max_concurrent=None, address=None, overrides=[], profile="smoke",
+        reports="none", wait=False,
     )  # fmt: skip
-    with case_folder() as folder:
+    with case_folder() as folder, contextlib.ExitStack() as held:
         outcome = run_entry(
-            lambda: user_error_outcome(lambda: _check_before_writing(args, synthetic_spec)), folder
+            lambda: user_error_outcome(lambda: _check_before_writing(args, synthetic_spec, held)),
+            folder,
         )
     check_outcome(outcome)
     assert outcome.code == 2

@@ -20,6 +20,7 @@ from trainables.settings import (
 
 # exit codes: what a script or a scheduler running the study can act on
 EXIT_OK = 0
+EXIT_FAILED = 1  # the study ran but has no report: every trial failed, Tune or the report failed
 EXIT_STORAGE = 3  # the storage is full or does not answer: fix that, then --resume
 EXIT_INTERRUPTED = 130  # Ctrl-C or a stopped phase; the state is saved, --resume continues
 NO_REPORT = "none"  # --reports none: the study ends without its report (bench/scale.py)
@@ -39,6 +40,9 @@ then among the studies shipped with the package. The same command is installed a
 
 EXIT_CODES = {
     EXIT_OK: "the study finished and its report is written (or --dry-run / --list printed)",
+    EXIT_FAILED: "the study ran but no report was written: every trial failed, Ray Tune "
+    "stopped it, or\n       the report failed; one line says why (and how to make the report "
+    "again), the\n       study's runs stay in MLflow",
     EXIT_BAD_INPUT: "bad input: the study file, a flag or a server; one line says which and "
     "why,\n       and nothing is written",
     EXIT_STORAGE: "the storage is full or does not answer: fix that, then --resume",

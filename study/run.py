@@ -28,6 +28,7 @@ from typing import Any
 
 from study.catalog import listing, study_entries
 from study.command_line import (
+    EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_STORAGE,
@@ -39,28 +40,40 @@ from study.execution import (
     SpaceReserve,
     StudyStore,
     check_address,
+    every_trial_failed,
+    failure_reason,
     is_storage_full,
     is_storage_unreachable,
+    local_resources,
     ray_stopped_meanwhile,
     refused_settings,
     refused_settings_line,
     run_phases,
+    settle_failed_study,
     settle_full_storage,
     settle_refused_settings,
     settle_unreachable_storage,
     start_tracking_and_ray,
     study_folder,
+    too_large,
+    unplaceable_on_cluster,
 )
 from study.execution.driver_lock import DriverLock
 from study.folder_names import check_replaceable, report_folder
-from study.names import EXPLORE, OPTUNA_STUDIES_TAG, OPTUNA_TAG, tracking_uri
+from study.names import (
+    EXPLORE,
+    OPTUNA_STUDIES_TAG,
+    OPTUNA_TAG,
+    default_tracking_uri,
+    tracking_uri,
+)
 from study.plan import StudyPlan, make_plan
 from study.precision import PRECISION_KEY, settle_precision
 from study.progress.line import StudyProgress
 from study.progress.log_format import log_to_terminal
 from study.progress.quiet import quiet_driver
 from study.search.optuna_storage import check_storage, default_storage, study_name
-from study.spec import StudySpec, check_same_overrides, load_study
+from study.spec import StudySpec, check_same_overrides, load_study, study_error
 from study.spec.stages import check_stage_data, study_stages
 from study.tracking import StudyTracker
 from study.tracking.probe import shown_uri
@@ -70,6 +83,7 @@ from study.tracking.summary import confirm_summary
 from trainables.settings import (
     EXIT_BAD_INPUT,
     UserInputError,
+    first_line,
     joined,
     leaving_quickly,
     load_checked_splits,
@@ -82,7 +96,8 @@ log = logging.getLogger("study")
 class StudyOutcome:
     """How one invocation ended: its exit code (EXIT_CODES) and, for a study that ran, its
     name (the MLflow experiment), its study run, the store holding it, where its report went
-    (None: no report) and the command that continues it."""
+    (None: no report), the command that continues it and, when it failed (EXIT_FAILED), the
+    line that said why."""
 
     exit_code: int
     study: str | None = None
@@ -90,6 +105,10 @@ class StudyOutcome:
     tracking_uri: str | None = None
     report: Path | None = None
     resume: str | None = None
+    error: str | None = None
+
+
+MAX_TAG_CHARS = 5000  # of the study run's `error` tag (MLflow keeps up to 8000)
 
 
 def _fail(message: str) -> int:
@@ -160,6 +179,10 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
     tracker, ray_started = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
+    if args.address:  # not refused: an autoscaling cluster may yet add a node that fits
+        waiting = unplaceable_on_cluster(spec.resources)
+        if waiting:
+            log.warning("%s", waiting)
     if args.reports.lower() != NO_REPORT:
         _preload_report()
     optuna_tags = _optuna_tags(optuna_url, study_dir, spec)
@@ -203,6 +226,7 @@ def _check_before_writing(
     data_line = _checked_data(spec)
     check_stage_data(spec.grid, spec.fixed)
     check_address(args.address)
+    _check_local_resources(args, spec)
     optuna_url = _optuna_storage(args, uri, store)
     plan = make_plan(spec)
     log.info("plan: %s; precision %s", plan.summary(), state[PRECISION_KEY])
@@ -210,6 +234,25 @@ def _check_before_writing(
     log.info("results in %s; MLflow at %s%s", store.join(study_dir), shown_uri(uri),
              f"; Optuna storage {optuna_url}" if optuna_url and spec.explore else "")  # fmt: skip
     return spec, plan, store, study_dir, state, uri, optuna_url
+
+
+def _check_local_resources(args: argparse.Namespace, spec: StudySpec) -> None:
+    """A trial that needs more CPUs or GPUs than the local Ray will ever have would wait
+    forever for a place: refused at the `resources` line. A joined cluster is not checked
+    here (see `unplaceable_on_cluster`)."""
+    if args.address:
+        return
+    have = local_resources(args.num_cpus)
+    key = too_large(spec.resources, have) if have is not None else None
+    if key is None:
+        return
+    count = have[key]
+    source = f"--num-cpus {args.num_cpus}" if key == "cpu" and args.num_cpus else "this machine"
+    words = {"cpu": "CPUs", "gpu": "GPUs"}[key]
+    allowed = (f"one trial would hold more {words} than the local Ray has ({count:g}, from "
+               f"{source}), so none could ever start; at most {count:g}, or join a cluster "
+               "with --address")  # fmt: skip
+    raise UserInputError(study_error(spec, args.overrides, ("resources", key), allowed))
 
 
 def _checked_data(spec: StudySpec) -> str:
@@ -255,8 +298,11 @@ def _run_study(
                 err, reserve, tracker, study_run, context.arm_runs, driver_time.tags()
             )
             problem = f"is full ({reason}); free space there, then resume"
-        else:
-            raise
+        else:  # Tune raised, or a phase could not go on: one line, every run ended FAILED
+            reserve.release()
+            log.debug("the study stopped", exc_info=err)  # its traceback, with --verbose
+            why = _every_trial_failed(tracker, study_run)
+            return _failed(ended, context, tracker, driver_time, why or failure_reason(err))
         print(f"error: the study's storage {store.root} {problem} with: {resume}", file=sys.stderr)
         return dataclasses.replace(ended, exit_code=EXIT_STORAGE)
     if not finished:
@@ -264,29 +310,78 @@ def _run_study(
         tracker.end_study(study_run, context.arm_runs, "KILLED")
         print(f"study interrupted; its state is saved. Resume with:\n  {resume}", file=sys.stderr)
         return dataclasses.replace(ended, exit_code=EXIT_INTERRUPTED)
-    with ray_stopped_meanwhile(ray_started):
-        report = _summary_and_report(context, tracker, driver_time, reports)
     reserve.release()
+    uri = context.tracking_uri
+    print(patiently(lambda: confirm_summary(tracker, study_run, spec.metric.name), uri))
+    why = patiently(lambda: _every_trial_failed(tracker, study_run), uri)
+    if why:
+        return _failed(ended, context, tracker, driver_time, why)
+    with ray_stopped_meanwhile(ray_started):
+        report, problem = _finish_and_report(
+            context, tracker, driver_time, reports, state["profile"]
+        )
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return dataclasses.replace(ended, exit_code=EXIT_FAILED, error=problem)
     return dataclasses.replace(ended, report=report)
 
 
-def _summary_and_report(
-    context: PhaseContext, tracker: StudyTracker, driver_time: DriverTime, reports: str
-) -> Path | None:
-    """The finished study's summary lines, its state in MLflow, its report (the folder; None
-    without one)."""
+def _every_trial_failed(tracker: StudyTracker, study_run: str) -> str | None:
+    """For a study whose every trial failed, the line that names the first one's error."""
+    first = every_trial_failed(tracker, study_run)
+    if first is None:
+        return None
+    trial, error = first
+    return f"every trial failed; the first, {trial}, with: {error}"
+
+
+def _failed(
+    ended: StudyOutcome,
+    context: PhaseContext,
+    tracker: StudyTracker,
+    driver_time: DriverTime,
+    why: str,
+) -> StudyOutcome:
+    """End a study that failed: its MLflow runs FAILED (why in the study run's `error` tag),
+    Ray stopped, one line, EXIT_FAILED."""
+    line = joined(f"the study failed: {why}; no report made, what ran is in MLflow (study run "
+                  f"{context.study_run})")  # fmt: skip
+    settle_failed_study(tracker, context.study_run, context.arm_runs,
+                        {"error": why[:MAX_TAG_CHARS], **driver_time.tags()})  # fmt: skip
+    print(f"error: {line}", file=sys.stderr)
+    return dataclasses.replace(ended, exit_code=EXIT_FAILED, error=line)
+
+
+def _finish_and_report(
+    context: PhaseContext,
+    tracker: StudyTracker,
+    driver_time: DriverTime,
+    reports: str,
+    profile: str,
+) -> tuple[Path | None, str | None]:
+    """The finished study's state in MLflow and its report: the report's folder (None
+    without one), and the line that says the report failed (None when it did not)."""
     spec, study_run, uri = context.spec, context.study_run, context.tracking_uri
-    print(patiently(lambda: confirm_summary(tracker, study_run, spec.metric.name), uri))
     finished = {"state": "finished", **driver_time.tags()}
     patiently(lambda: tracker.set_tags(study_run, finished), uri)
-    report = None
+    report, problem = None, None
+    again = _report_command(uri, spec.name, study_run, reports, profile)
     if reports.lower() == NO_REPORT:
-        print(f"no report made (--reports {NO_REPORT}); make it with: python -m study.report "
-              f"{spec.name} --run-id {study_run}")  # fmt: skip
+        print(f"no report made (--reports {NO_REPORT}); make it with: {again}")
     else:
-        report = _report(uri, spec.name, study_run, reports)
+        report, problem = _report(uri, spec.name, study_run, reports, again)
     patiently(lambda: tracker.end_study(study_run, context.arm_runs, "FINISHED"), uri)
-    return report
+    return report, problem
+
+
+def _report_command(uri: str, study: str, study_run: str, reports: str, profile: str) -> str:
+    """The command that writes the study run's report where this one would have."""
+    command = f"python -m study.report {shlex.quote(study)} --run-id {study_run}"
+    if uri != default_tracking_uri():
+        command += f" --tracking-uri {shlex.quote(uri)}"
+    if reports.lower() not in (NO_REPORT, "reports"):
+        command += f" --out {shlex.quote(str(report_folder(reports, study, profile)))}"
+    return command
 
 
 def _optuna_storage(args: argparse.Namespace, uri: str, store: StudyStore) -> str | None:
@@ -333,22 +428,25 @@ def _import_quietly(module: str) -> None:
         importlib.import_module(module)
 
 
-def _report(uri: str, study: str, study_run: str, reports: str) -> Path | None:
-    """The study's data is safe in MLflow whatever happens here: a failed report is said in
-    one line with the command that makes it again, and the study still counts as finished.
-    The report's folder, absolute; None when it failed."""
+def _report(
+    uri: str, study: str, study_run: str, reports: str, again: str
+) -> tuple[Path | None, str | None]:
+    """The study's data is safe in MLflow whatever happens here, and the study counts as
+    finished there; a failed report is one line with the command (`again`) that makes it,
+    and an exit code that says so (EXIT_FAILED). The report's folder, absolute, and None; or
+    None and that line."""
     from study.report.build import write_report  # see _preload_report
 
     try:
         report = write_report(uri, study, run_id=study_run, reports_root=reports)
     except Exception as err:  # noqa: BLE001 - any failure of the report, never of the study
-        log.error(
-            "the study finished but its report failed (%s: %s); make it with: "
-            "python -m study.report %s --run-id %s", type(err).__name__, err, study, study_run,
-        )  # fmt: skip
-        return None
+        log.debug("the report failed", exc_info=err)  # its traceback, with --verbose
+        return None, joined(
+            f"the study finished but its report failed ({type(err).__name__}: "
+            f"{first_line(err, 300)}); its data is in MLflow: make the report with: {again}"
+        )
     print(report.summary_line())
-    return report.folder.resolve()
+    return report.folder.resolve(), None
 
 
 def command() -> int:

@@ -32,13 +32,19 @@ _DRIVER_LOGGERS = ("", "mlflow", "alembic")
 class StudyStopped(RuntimeError):
     """The study stopped before its end (its storage full or unreachable, a phase stopped):
     its state is saved, and `outcome.resume` is the command that continues it (as does
-    `run_study(..., resume=True)` with the same overrides)."""
+    `run_study(..., resume=True)` with the same overrides). Or it ran without a report
+    (every trial failed, Tune failed, or the report did): `outcome.error` says why, in the
+    command's line."""
 
     def __init__(self, outcome: StudyOutcome) -> None:
-        super().__init__(
-            f"study {outcome.study} stopped before its end (exit code {outcome.exit_code}); "
-            f"its state is saved, continue it with: {outcome.resume}"
-        )
+        if outcome.error:
+            code = outcome.exit_code
+            message = f"study {outcome.study} failed (exit code {code}): {outcome.error}"
+        else:
+            message = (f"study {outcome.study} stopped before its end (exit code "
+                       f"{outcome.exit_code}); its state is saved, continue it with: "
+                       f"{outcome.resume}")  # fmt: skip
+        super().__init__(message)
         self.outcome = outcome
 
 

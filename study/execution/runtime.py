@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -73,6 +73,44 @@ def start_ray(
         ray.shutdown()
         raise UserInputError(problem)
     return True
+
+
+def local_resources(num_cpus: int | None) -> dict[str, float] | None:
+    """The CPUs and GPUs a local Ray started by `start_ray` has, before it starts: `num_cpus`
+    or the CPUs Ray counts on this machine (its container's limits included), and the GPUs
+    it finds; a Ray this process already runs says its own. None when Ray's count cannot be
+    had (its private resolver changed): the study then goes on without this check."""
+    if ray.is_initialized():
+        have = ray.cluster_resources()
+        return {"cpu": float(have.get("CPU", 0)), "gpu": float(have.get("GPU", 0))}
+    try:  # what ray.init resolves for its own node (ray==2.60, as constraints.txt pins)
+        from ray._private.resource_and_label_spec import ResourceAndLabelSpec
+
+        spec = ResourceAndLabelSpec(num_cpus=num_cpus).resolve(is_head=True)
+        return {"cpu": float(spec.num_cpus), "gpu": float(spec.num_gpus or 0)}
+    except Exception as err:  # noqa: BLE001 - a check we can do without
+        log.debug("could not count the local Ray's resources: %s", err)
+        return None
+
+
+def too_large(need: Mapping[str, float], have: Mapping[str, float]) -> str | None:
+    """The first of `need` (`cpu`, `gpu`: one trial's) that is more than `have` holds."""
+    return next((key for key in ("cpu", "gpu") if need.get(key, 0) > have.get(key, 0)), None)
+
+
+def unplaceable_on_cluster(need: Mapping[str, float]) -> str | None:
+    """On a joined cluster: a line saying that no node alive now can hold one trial
+    (`need`), or None. Not refused: an autoscaling cluster may yet add such a node."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    have = [{"cpu": n.get("CPU", 0), "gpu": n.get("GPU", 0)} for n in nodes]
+    if not have or any(too_large(need, node) is None for node in have):
+        return None
+    largest = max(have, key=lambda node: (node["gpu"], node["cpu"]))
+    return (
+        f"no node of the cluster can hold one trial (resources cpu {need.get('cpu', 0):g}, "
+        f"gpu {need.get('gpu', 0):g}; its largest node has cpu {largest['cpu']:g}, gpu "
+        f"{largest['gpu']:g}): the trials wait until such a node joins"
+    )
 
 
 def stop_ray() -> None:

@@ -18,7 +18,7 @@ fixed, the value checks), `distributions` (the search kinds and their registry),
 
 from __future__ import annotations
 
-from study.spec.build import load_study, model_config, study_field_error
+from study.spec.build import load_study, model_config, study_error, study_field_error
 from study.spec.distributions import (
     KINDS,
     Categorical,
@@ -53,5 +53,5 @@ __all__ = [
     "ExplorePhase", "FieldPath", "IntRange", "LogUniform", "Metric", "Override", "SpecError",
     "StudySpec", "Uniform", "check_same_overrides", "display_path", "finite_points",
     "known_studies", "load_study", "make_sampler", "model_config", "next_drawer",
-    "parse_overrides", "study_field_error",
+    "parse_overrides", "study_error", "study_field_error",
 ]  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 
 from study.spec.arms import check_arms
 from study.spec.distributions import search_space
-from study.spec.document import Doc, FieldPath
+from study.spec.document import Doc, FieldPath, is_int, suggest
 from study.spec.factors import (
     Shape,
     compare_baseline,
@@ -32,6 +32,7 @@ from study.spec.validated import Metric, StudySpec
 from trainables.settings import (
     CORPUS_KINDS,
     LAYOUTS,
+    MAX_SEED,
     SPLITS,
     TINY_CONFIG,
     TINY_MODEL,
@@ -40,7 +41,9 @@ from trainables.settings import (
     ModelError,
     TrialConfig,
     data_inputs,
+    evaluation_metrics,
     layout_of,
+    longest_window,
     read_config_json,
     resolve_model,
 )
@@ -106,14 +109,30 @@ def study_field_error(
     `value` (`until_plateau`, `patience`) as the study file writes it (in `fixed`, else as
     one of the `grid` values), with the spec's profile and the `overrides` it ran with: for
     what only a trial can find, once it has read its data."""
-    base = read_study(spec.path)
-    doc = apply_overrides(apply_profile(base, spec.profile), parse_overrides(overrides))
+    doc = _read_again(spec, overrides)
     if setting in (doc.data.get("fixed") or {}):
         return str(doc.fail(("fixed", setting, *path), reason))
     values = (doc.data.get("grid") or {}).get(setting) or []
     index = next((i for i, v in enumerate(values) if v == value), None)
     where = ("grid", setting) if index is None else ("grid", setting, index, *path)
     return str(doc.fail(where, reason))
+
+
+def study_error(spec: StudySpec, overrides: Sequence[str], path: FieldPath, allowed: str) -> str:
+    """The one-line error `file:line: field: value is not allowed: ...` for the field at
+    `path` of the study as `spec` read it (its profile, and the `overrides` it ran with), the
+    value as written: for what the driver judges against the machine it runs on, not the
+    file alone."""
+    doc = _read_again(spec, overrides)
+    value: Any = doc.data
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return str(doc.bad(path, value, allowed))
+
+
+def _read_again(spec: StudySpec, overrides: Sequence[str]) -> Doc:
+    base = read_study(spec.path)
+    return apply_overrides(apply_profile(base, spec.profile), parse_overrides(overrides))
 
 
 def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudySpec:
@@ -134,8 +153,10 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
     grid = grid_factors(doc, sections["grid"], shape)
     check_stage_factor(doc, sections, grid)
     search = search_space(doc, sections["search"], shape)
+    _check_reported(doc, metric, trainable, data, fixed, grid)
     seeds = study_seeds(doc)
     explore, confirm = study_phases(doc, seeds, search, shape)
+    _check_seed_range(doc)
     check_plan_size(doc, grid, explore, confirm)  # before check_arms expands the arms
     analysis = declared_analysis(doc, confirm)
     resources = _resources(doc)
@@ -250,6 +271,47 @@ def _metric(doc: Doc) -> Metric:
     return Metric(name.strip(), mode)
 
 
+def _check_reported(
+    doc: Doc, metric: Metric, trainable: str | dict, data: dict, fixed: dict, grid: dict
+) -> None:
+    """The study metric must be in every evaluation's result (trainables/settings/reported.py):
+    Tune, the search and ASHA read it there, and a study that names another fails at its
+    first trial's first report. An extra set counts when every arm scores it each time."""
+    name = "eval_extra_each_time"
+    every_time = fixed.get(name) is True or grid.get(name) == (True,)
+    extra = list((data.get("extra") or {}) if every_time else ())
+    reported = evaluation_metrics(trainable, extra)
+    if metric.name in reported:
+        return
+    kind = "synthetic trainable" if isinstance(trainable, dict) else "tagger"
+    raise doc.fail(("metric", "name"), f"no evaluation reports {metric.name!r}"
+                   f"{suggest(metric.name, reported)}; every evaluation of the {kind} reports "
+                   f"{', '.join(reported)}")  # fmt: skip
+
+
+# where a study file writes lists of seeds (the pool, a phase's own, the data seeds)
+_SEED_LISTS = (
+    ("seeds",),
+    ("phases", "explore", "seeds"),
+    ("phases", "confirm", "seeds"),
+    ("phases", "confirm", "data_seeds"),
+)
+
+
+def _check_seed_range(doc: Doc) -> None:
+    """Every written seed within what a trial seeds torch with (MAX_SEED, trainables/settings/
+    config.py): past it, every trial of it fails in torch.manual_seed. After the phases' own
+    checks, so each seed here is already an integer >= 0."""
+    for path in _SEED_LISTS:
+        written: Any = doc.data
+        for key in path:
+            written = written.get(key) if isinstance(written, dict) else None
+        for index, seed in enumerate(written if isinstance(written, list) else []):
+            if is_int(seed) and seed > MAX_SEED:
+                raise doc.bad((*path, index), seed, f"a seed: an integer in 0..{MAX_SEED} "
+                              "(2**63 - 1), the seeds torch takes")  # fmt: skip
+
+
 def _resources(doc: Doc) -> dict[str, float]:
     value = doc.data.get("resources")
     value = {} if value is None else value
@@ -261,7 +323,8 @@ def _resources(doc: Doc) -> dict[str, float]:
 
 
 def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> Shape:
-    """Layer and head counts from the model's config alone (no weights are read)."""
+    """Layer and head counts, and the longest window its positions allow, from the model's
+    config alone (no weights are read)."""
     if not resolve_layers:
         return Shape(0, 0)
     if model == TINY_MODEL:  # the trial builds it, with torch; its shape is known without
@@ -285,7 +348,8 @@ def _shape(doc: Doc, model: str, config: dict[str, Any]) -> Shape:
         layout = layout_of(config["model_type"])
     except ModelError as err:
         raise doc.bad(("model",), model, str(err)) from None
-    return Shape(int(config[layout.layers_field]), int(config[layout.heads_field]))
+    window = longest_window(config) or 0
+    return Shape(int(config[layout.layers_field]), int(config[layout.heads_field]), window)
 
 
 def model_config(resolved: str, hub_only: bool) -> dict[str, Any]:
@@ -306,5 +370,5 @@ def model_config(resolved: str, hub_only: bool) -> dict[str, Any]:
     from transformers import AutoConfig  # imports torch: only when config.json falls short
 
     config = AutoConfig.from_pretrained(resolved, local_files_only=hub_only)
-    names = {name for lay in LAYOUTS.values() for name in lay.fields()}
+    names = {name for lay in LAYOUTS.values() for name in (*lay.fields(), *lay.position_fields())}
     return {"model_type": config.model_type, **{n: getattr(config, n, None) for n in names}}

@@ -98,7 +98,7 @@ class _Range(Distribution):
 
     @classmethod
     def _read_bound(cls, doc: Doc, path: FieldPath, value: Any) -> float | int:
-        return doc.number(path, value, lambda _: True, "a number")
+        return doc.number(path, value, lambda _: True, "a finite number")
 
     @classmethod
     def _more(cls, doc: Doc, path: FieldPath, spec: dict) -> dict[str, Any]:

@@ -47,10 +47,13 @@ MAX_HEADS = 1024  # attention heads per block that `heads: N` may declare (encod
 
 @dataclass(frozen=True)
 class Shape:
-    """The model's block and attention-head counts; 0 layers: unknown (not read)."""
+    """The model's block and attention-head counts, and the most sub-words its table of
+    absolute positions lets one window hold; 0 layers: unknown (not read); 0 window: no limit
+    known (relative or rotary positions, a synthetic study, or a config not read)."""
 
     layers: int
     heads: int
+    window: int = 0
 
 
 def factor_sections(doc: Doc) -> dict[str, dict]:
@@ -94,7 +97,11 @@ def check_value(doc: Doc, path: FieldPath, name: str, value: Any, shape: Shape) 
     if name == "depth":
         return _resolve_depth(doc, path, value, shape)
     if name == INTERMEDIATE:  # a list of stages, each checked key by key
-        return check_stage_list(doc, path, value)
+        check_stage_list(doc, path, value)
+        for index, stage in enumerate(value):  # a stage's windows go through the same encoder
+            if isinstance(stage, dict) and "max_length" in stage:
+                _check_window(doc, (*path, index, "max_length"), stage["max_length"], shape)
+        return value
     if name == BUDGET:  # its error names the sub-key; with eval_every in check_arms
         try:
             budget_shape(value)
@@ -111,7 +118,17 @@ def check_value(doc: Doc, path: FieldPath, name: str, value: Any, shape: Shape) 
         raise doc.bad(path, value, allowed_part(err)) from None
     if name in LAYER_FIELDS:
         check_layers(doc, path, name, value, shape.layers, shape.heads, _has_layers(shape.layers))
+    if name == "max_length":
+        _check_window(doc, path, value, shape)
     return value
+
+
+def _check_window(doc: Doc, path: FieldPath, value: Any, shape: Shape) -> None:
+    """A window longer than the model's position table fails in its embeddings, in every
+    trial; where the limit is unknown (0), the trial finds out."""
+    if shape.window and is_int(value) and value > shape.window:
+        raise doc.bad(path, value, f"the model reads at most {shape.window} sub-words at once "
+                      f"(its table of positions); use 8..{shape.window}")  # fmt: skip
 
 
 def _resolve_depth(doc: Doc, path: FieldPath, value: Any, shape: Shape) -> int | str:

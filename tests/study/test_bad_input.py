@@ -26,6 +26,7 @@ from tests.tiny import tiny_model_folder
 from trainables.settings.precision import FORCE_ENV
 
 Case = Callable[[Path, dict], tuple[list[str], str | list[str]]]
+INF = float("inf")  # YAML's .inf
 
 
 def _edit(study: dict, dotted: str, value) -> None:
@@ -279,6 +280,43 @@ CASES: dict[str, Case] = {
     "Optuna storage not a URL": lambda tmp, base: (
         [str(_study_with(tmp, base)), "--optuna-storage", "optuna.db"],
         "--optuna-storage optuna.db: not a database URL",
+    ),
+    # what a trial would refuse, refused before any trial runs
+    "metric no evaluation reports": _edit_case(
+        "metric.name: no evaluation reports 'dev_f1x' (did you mean 'dev_f1'?); every "
+        "evaluation of the tagger reports dev_f1, dev_precision, dev_recall",
+        metric={"name": "dev_f1x", "mode": "max"},
+    ),
+    "infinite lr, fixed": _edit_case(
+        "fixed.lr: inf is not allowed: expected a finite number", search=None, fixed__lr=INF
+    ),
+    "infinite lr in a search range": _edit_case(
+        "search.lr.high: inf is not allowed: a finite number",
+        search__lr={"type": "loguniform", "low": 1.0e-5, "high": INF},
+    ),
+    "lr 1e400 in the search's choices": _override_case(
+        "search.lr.choices=[1.0e-6, 1e400]",
+        "--set search.lr.choices=[1.0e-6, 1e400]: search.lr.choices[1]: inf is not allowed: "
+        "expected a finite number",
+    ),
+    "max_length beyond the model's positions": _edit_case(
+        "fixed.max_length: 100000 is not allowed: the model reads at most 128 sub-words at once",
+        fixed__max_length=100000,
+    ),
+    "seed beyond torch's": _edit_case(
+        "seeds[0]: 99999999999999999999 is not allowed: a seed: an integer in "
+        "0..9223372036854775807",
+        seeds=[99999999999999999999, 1, 2, 3],
+    ),
+    "more CPUs than the local Ray has": _edit_case(
+        "resources.cpu: 1e+308 is not allowed: one trial would hold more CPUs than the local Ray "
+        "has (2, from --num-cpus 2), so none could ever start; at most 2",
+        resources__cpu=1.0e308,
+    ),
+    "more GPUs than this machine has": _edit_case(
+        "resources.gpu: 1000 is not allowed: one trial would hold more GPUs than the local Ray "
+        "has (",
+        resources__gpu=1000,
     ),
     "bf16 on a CPU without it": _edit_case(
         "precision=bf16 needs a CPU with native bf16 (AVX-512 BF16 or AMX), and this machine's "

@@ -18,7 +18,10 @@ POOL_BATCHES = 50
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    """One epoch's generator. The mix is taken modulo 2**64, the most torch.manual_seed takes,
+    so every seed up to MAX_SEED works; below 2**64 / 1_000_003 (about 1.8e13) it changes
+    nothing."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + epoch) % 2**64)
 
 
 def train_batches(

@@ -89,7 +89,7 @@ def tiny_config(model_type: str = "bert", layers: int = 4, **overrides: object) 
             "num_attention_heads": HEADS,
         }
     base["vocab_size"] = VOCAB_SIZE
-    base["max_position_embeddings"] = 128
+    base["max_position_embeddings"] = TINY_CONFIG["max_position_embeddings"]
     if model_type == "electra":
         base["embedding_size"] = HIDDEN // 2  # exercises ELECTRA's embedding projection
     if model_type == "modernbert":

@@ -55,11 +55,18 @@ from trainables.settings.command_line import (
 from trainables.settings.config import (
     FIXED_ONLY,
     LAYER_FIELDS,
+    MAX_SEED,
     Architecture,
     TrialConfig,
     normalized,
 )
-from trainables.settings.layouts import DEPTH_FORMS, LAYOUTS, RELATIVE_DEPTH, layout_of
+from trainables.settings.layouts import (
+    DEPTH_FORMS,
+    LAYOUTS,
+    RELATIVE_DEPTH,
+    layout_of,
+    longest_window,
+)
 from trainables.settings.model_source import (
     EMBEDDED_MODEL,
     TINY_CONFIG,
@@ -77,6 +84,7 @@ from trainables.settings.precision import (
     no_native_bf16,
     resolve_precision,
 )
+from trainables.settings.reported import evaluation_metrics
 from trainables.settings.stage_config import (
     INTERMEDIATE,
     INTERMEDIATE_STEPS,
@@ -104,6 +112,7 @@ __all__ = [
     "PLATEAU_STOPPED",
     "FIXED_ONLY",
     "LAYER_FIELDS",
+    "MAX_SEED",
     "MODEL_FOLDER",
     "Architecture",
     "Budget",
@@ -163,6 +172,8 @@ __all__ = [
     "read_bounded",
     "MAX_SETTINGS_BYTES",
     "layout_of",
+    "longest_window",
+    "evaluation_metrics",
     "load_checked_splits",
     "looks_like_path",
     "no_native_bf16",

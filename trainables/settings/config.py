@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,10 @@ from trainables.yaml_reading import bool_word
 SCHEDULES = ("linear", "cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
 DYNAMICS_MODES = ("off", "end", "each_eval")
+# The largest `seed` and `data_seed`: torch.manual_seed takes at most 2**64 - 1 (the batch
+# order mixes the data seed with the epoch modulo 2**64, trainables/data/batching.py), and
+# the report reads seeds back as 64-bit signed integers
+MAX_SEED = 2**63 - 1
 
 # the YAML types the type check knows (`check_types`); any other is a description for the docs
 NUMBER, INTEGER, BOOLEAN = "number", "integer", "boolean"
@@ -267,6 +272,8 @@ class TrialConfig:
             optional = value is None and _OPTIONAL[name]  # null only where it is the default
             ok = optional or (isinstance(value, kind) and not isinstance(value, bool))
             _check(ok, name, value, "a number" if kind is not int else "an integer")
+            # inf, nan and 1e400 (read as inf) are numbers that no optimizer or range takes
+            _check(optional or kind is int or _finite(value), name, value, "a finite number")
         for name in _BOOL_FIELDS:
             value = getattr(self, name)
             _check(isinstance(value, bool), name, value, "true or false (or yes/no, on/off)")
@@ -296,6 +303,14 @@ class TrialConfig:
         _check(self.schedule in SCHEDULES, "schedule", self.schedule, f"one of {SCHEDULES}")
         _check(0 < self.data_fraction <= 1, "data_fraction", self.data_fraction, "in (0, 1]")
         _check(self.max_length >= 8, "max_length", self.max_length, ">= 8")
+        seeds = f"an integer in 0..{MAX_SEED} (2**63 - 1)"
+        _check(0 <= self.seed <= MAX_SEED, "seed", self.seed, seeds)
+        _check(
+            self.data_seed is None or 0 <= self.data_seed <= MAX_SEED,
+            "data_seed",
+            self.data_seed,
+            seeds,
+        )
         _check(
             self.eval_every is None or self.eval_every >= 1, "eval_every", self.eval_every, ">=1"
         )
@@ -365,6 +380,14 @@ def normalized(name: str, value: Any) -> Any:
     YAML 1.1 read as booleans (trainables/yaml_reading.py), so older files keep their meaning."""
     word = bool_word(value) if name in _BOOL_FIELDS else None
     return value if word is None else word
+
+
+def _finite(value: float | int) -> bool:
+    """A number a float holds that is not inf or nan (an int beyond a float's range is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _check_fingerprint(keep: Any, max_bytes: Any) -> None:

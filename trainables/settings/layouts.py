@@ -4,8 +4,11 @@ file can be checked against a model's config without loading either."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from trainables.errors import ModelError
 
@@ -25,6 +28,12 @@ class Layout:
     family's attention splits them. `after_blocks` are modules applied to the top block's
     output (ModernBERT's final norm): part of the top of the stack, not of the embedding
     stage. `per_layer_fields` are config lists with one entry per block, cut by `depth`.
+
+    `positions_field` names the size of the family's table of absolute positions (None: its
+    positions are relative or rotary, with no table to run past); `positions_switch`, a
+    config flag that turns the table off (DeBERTa-v2's `position_biased_input`, on unless it
+    says false); `positions_after_pad`, that position ids count on from `pad_token_id + 1`
+    (RoBERTa's), so the table holds that many fewer tokens. `longest_window` reads them.
     """
 
     blocks: tuple[str, ...]  # attribute path from the model to the ModuleList of blocks
@@ -35,9 +44,18 @@ class Layout:
     fused_qkv: bool = False
     after_blocks: tuple[str, ...] = ()
     per_layer_fields: tuple[str, ...] = ()
+    positions_field: str | None = "max_position_embeddings"
+    positions_switch: str | None = None
+    positions_after_pad: bool = False
 
     def fields(self) -> tuple[str, str]:
         return self.layers_field, self.heads_field
+
+    def position_fields(self) -> tuple[str, ...]:
+        """The config fields `longest_window` reads for this family."""
+        names = (self.positions_field, self.positions_switch)
+        pad = ("pad_token_id",) if self.positions_after_pad else ()
+        return tuple(n for n in names if n) + pad
 
 
 BERT_LIKE = Layout(
@@ -51,10 +69,12 @@ BERT_LIKE = Layout(
     feed_forward=("intermediate.dense", "output.dense"),
 )
 
+ROBERTA_LIKE = dataclasses.replace(BERT_LIKE, positions_after_pad=True)
+
 LAYOUTS: dict[str, Layout] = {
     "bert": BERT_LIKE,
-    "roberta": BERT_LIKE,
-    "xlm-roberta": BERT_LIKE,
+    "roberta": ROBERTA_LIKE,
+    "xlm-roberta": ROBERTA_LIKE,
     "electra": BERT_LIKE,
     "deberta-v2": Layout(
         blocks=("encoder", "layer"),
@@ -65,6 +85,7 @@ LAYOUTS: dict[str, Layout] = {
             "attention.output.dense",
         ),
         feed_forward=("intermediate.dense", "output.dense"),
+        positions_switch="position_biased_input",
     ),
     "distilbert": Layout(
         blocks=("transformer", "layer"),
@@ -88,6 +109,7 @@ LAYOUTS: dict[str, Layout] = {
         fused_qkv=True,
         after_blocks=("final_norm",),
         per_layer_fields=("layer_types",),
+        positions_field=None,
     ),
 }
 
@@ -102,3 +124,23 @@ def layout_of(model_type: str) -> Layout:
             f"model type {model_type!r} is not supported for layer surgery; "
             f"supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         ) from None
+
+
+def longest_window(config: Mapping[str, Any]) -> int | None:
+    """The most sub-words, special tokens included, that one window may hold on a model of
+    this config (a config.json's fields): past its table of absolute positions, the encoder's
+    embeddings fail in every trial. None where there is no such table or the config does not
+    say: the family's positions are relative or rotary, or a field is missing."""
+    layout = LAYOUTS.get(config.get("model_type"))  # type: ignore[arg-type]
+    if layout is None or layout.positions_field is None:
+        return None
+    if layout.positions_switch and config.get(layout.positions_switch, True) is False:
+        return None
+    size, pad = config.get(layout.positions_field), config.get("pad_token_id")
+    if not _count(size) or (layout.positions_after_pad and not _count(pad)):
+        return None
+    return size - (pad + 1 if layout.positions_after_pad else 0)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

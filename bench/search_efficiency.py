@@ -3,12 +3,13 @@ explore budget the study file gives, against a dense learning-rate grid trained 
 no explore uses: its regret (how much worse the chosen lr is than the grid's best) and its
 cost (trial-epochs, as a share of the grid's).
 
-    ./with-venv python bench/search_efficiency.py                     # ner_depth, default profile
+    ./with-venv python bench/search_efficiency.py                     # ner_depth, search profile
     ./with-venv python bench/search_efficiency.py --trainable synthetic   # the machinery, ~4 min
 
 The project's promise is that Optuna and ASHA inside each arm find a good configuration at a
 fraction of a grid's cost; this measures it, for every arm of the study (`--study`,
-`--profile`), whose one searched factor must be a loguniform learning rate.
+`--profile`, by default ner_depth's `search`: the default profile fixes its lr), whose one
+searched factor must be a loguniform learning rate.
 
 - The reference: `--grid-lrs` log-spaced learning rates over the study's search range widened
   by `--beyond` decades at each end (or over `--grid-range`), each trained with the profile's
@@ -64,7 +65,7 @@ without a full cache the script says the same before it starts training: at most
 missing trials x the budget's max epochs, at a stated time per trial-epoch (`--epoch-s`, or
 this precision's figure from docs/benchmarks.md).
 
-Cost on the real model: ner_depth's default profile (2 arms, until_plateau up to 8 epochs)
+Cost on the real model: ner_depth's search profile (2 arms, until_plateau up to 8 epochs)
 with 12 lrs x 3 seeds is 72 trials, at most 576 trial-epochs; on the 2-core machine in bf16
 they trained 375.9 in 69 min (fp32 is about 4 times slower). The contenders add 5 x 5
 repetitions of 12 trials each (3 samples x 2 seeds x 2 arms), at most 2400 trial-epochs;
@@ -110,7 +111,7 @@ SURFACE = {"synthetic": {"layers": 6, "best_lr": 1.0e-4, "steps_per_epoch": 105}
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--study", default="ner_depth")
-    p.add_argument("--profile", default="default")
+    p.add_argument("--profile", default="search")
     p.add_argument("--trainable", choices=("tagger", "synthetic"), default="tagger")
     p.add_argument(
         "--cache", help=f"MLflow store of the runs (default sqlite:///{CACHE}/mlflow.db)"

@@ -9,6 +9,7 @@ import copy
 import math
 import pickle
 
+import numpy as np
 import pytest
 import yaml
 
@@ -67,9 +68,12 @@ def test_final_gain_follows_the_study_metric_and_its_mode(trial_settings):
     settings = trial_settings | {"metric": {"name": "dev_loss", "mode": "min"}}
     history = run_all(Trial(TrialConfig.from_dict(settings)))
     losses = [m["dev_loss"] for m in history]
-    start = max(1, len(losses) - max(2, math.ceil(len(losses) / 3)))  # the last third
-    expected = min(losses[:start]) - min(losses[start:])  # the lowest loss came down by it
-    assert history[-1]["final_gain"] == final_gain(losses, "min") == expected
+    tail = losses[len(losses) - max(2, math.ceil(len(losses) / 3)) :]  # the last third
+    slope = np.polyfit(np.arange(len(tail)), tail, 1)[0]  # an independent least-squares line
+    expected = -slope * (len(tail) - 1)  # how far the fitted loss came down over the window
+    assert history[-1]["final_gain"] == final_gain(losses, "min")
+    assert final_gain(losses, "min") == pytest.approx(expected, abs=1e-12)
+    assert final_gain(losses, "max") == pytest.approx(-expected, abs=1e-12)
 
 
 def plateau_settings(trial_settings: dict) -> dict:

@@ -258,7 +258,7 @@ def test_stage_budgets_are_their_own_and_the_trial_counts_every_step(staged, tmp
     """A stage stopped by until_plateau and one with a step budget: the target's steps and
     the trial's compute count what each stage ran, also after a resume in the target."""
     plateau = {"until_plateau": {"patience": 1, "min_delta": 0.5, "max_epochs": 3}}
-    staged["intermediate"][0]["budget"] = plateau  # stops after its second evaluation
+    staged["intermediate"][0]["budget"] = plateau  # judged from its second evaluation on
     staged["intermediate"][1]["budget"] = {"steps": 5}
     staged["budget"] = {"steps": 8}  # the target's alone
     config = TrialConfig.from_dict(staged)
@@ -266,12 +266,15 @@ def test_stage_budgets_are_their_own_and_the_trial_counts_every_step(staged, tmp
     history = run_all(trial)
     final = history[-1]
     first, second = trial.trials[0], trial.trials[1]
-    assert first.step == 2 * 6 < first.total_steps  # eval_every 6: stopped at the second
+    # eval_every 6 on 12 batches an epoch: the smoothing window is 2 evaluations, so the first
+    # smoothed value comes at the second evaluation and patience 1 stops it at the third
+    assert first.batches_per_epoch == 12 and first.watch.window == 2
+    assert first.step == 3 * 6 < first.total_steps
     assert second.step == 5 and trial.target.step == 8
-    assert final["intermediate_steps"] == 17 and final["steps_run"] == final["step"] == 25
+    assert final["intermediate_steps"] == 23 and final["steps_run"] == final["step"] == 31
     assert final["tokens_seen"] == sum(t.tokens_seen for t in trial.trials)
     spent = {k: v for m in history for k, v in m.items() if k.endswith("steps_run")}
-    assert spent["stage0_steps_run"] == 12 and spent["stage1_steps_run"] == 5
+    assert spent["stage0_steps_run"] == 18 and spent["stage1_steps_run"] == 5
     again = new_trial(config)
     for metrics in again.run():
         if STAGE_KEY not in metrics:  # the target's first evaluation

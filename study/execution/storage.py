@@ -13,6 +13,7 @@ saved by code whose modules were laid out otherwise cannot be resumed: the state
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -62,16 +63,19 @@ class StudyStore:
         the probe made are removed again: a check refused later (a `--resume` with nothing to
         resume) leaves nothing behind, and the run makes them when it writes its state."""
         probe = self.fs_path(f".write-test-{uuid.uuid4().hex[:8]}")
+        made = None
         try:
             made = self._first_missing(self.base)
             self.fs.create_dir(self.base, recursive=True)
             with self.fs.open_output_stream(probe) as out:
                 out.write(b"ok")
             self.fs.delete_file(probe)
-            if made is not None:
-                self.fs.delete_dir(made)
         except OSError as err:
             raise UserInputError(f"--storage {self.root} is not writable: {err}") from err
+        finally:  # also when the probe failed: a folder that fits while its probe does not
+            if made is not None:
+                with contextlib.suppress(OSError):
+                    self.fs.delete_dir(made)
 
     def _first_missing(self, path: str) -> str | None:
         """The outermost folder of `path` that does not exist yet; None when it exists."""

@@ -114,6 +114,14 @@ class Relabelled:
             f"{name}_entities_dropped": float(self.dropped),
         }
 
+    def log(self, where: str) -> None:
+        """The set's line in the log: said once its data has passed every check, so that a
+        refusal stays one line."""
+        log.info(
+            "data.%s: %d gold entities, %d renamed by its tag_map, %d of types training never "
+            "shows made O", where, self.entities, self.mapped, self.dropped,
+        )  # fmt: skip
+
 
 def _set_types(sentences: list[TaggedSentence]) -> Counter[str]:
     """Entities per type (IOB2: an entity starts at its B- tag)."""
@@ -156,8 +164,4 @@ def relabel(
         out.append(TaggedSentence(sentence.words, tuple(tags), sentence.origin))
     mapped = sum(found[source] for source in renamed)
     counts = Relabelled(found.total(), mapped, found.total() - _set_types(out).total())
-    log.info(
-        "data.%s: %d gold entities, %d renamed by its tag_map, %d of types training never "
-        "shows made O", where, counts.entities, counts.mapped, counts.dropped,
-    )  # fmt: skip
     return out, counts

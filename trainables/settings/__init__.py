@@ -95,6 +95,7 @@ from trainables.settings.stage_config import (
 )
 from trainables.settings.surface import SYNTHETIC, TAGGER, Surface, check_option
 from trainables.settings.value_keys import keys_inside_values
+from trainables.training.curves import FINAL_GAIN_RULE, final_gain
 from trainables.training.trial_folder import MODEL_FOLDER
 from trainables.yaml_reading import Loader, YamlLimitError, bool_word, parse_value
 
@@ -103,7 +104,6 @@ from trainables.yaml_reading import Loader, YamlLimitError, bool_word, parse_val
 TRIAL_CONFIG = "trial"
 # the key beside it under which the driver may put the least seconds between a trial's
 # evaluation checkpoints (absent: one at every evaluation; the final report always has one)
-from trainables.training.curves import FINAL_GAIN_RULE, final_gain
 CHECKPOINT_EVERY_S = "checkpoint_every_s"
 
 __all__ = [
@@ -167,6 +167,8 @@ __all__ = [
     "host_has_native_bf16",
     "instruction_caps",
     "joined",
+    "final_gain",
+    "FINAL_GAIN_RULE",
     "printable",
     "open_regular",
     "read_bounded",
@@ -178,8 +180,6 @@ __all__ = [
     "looks_like_path",
     "no_native_bf16",
     "normalized",
-    "final_gain",
-    "FINAL_GAIN_RULE",
     "parse_value",
     "read_config_json",
     "resolve_model",

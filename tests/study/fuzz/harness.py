@@ -1,10 +1,15 @@
-"""What every fuzz case checks, and the settings that size a fuzz run.
+"""What every fuzz case checks, how it is run, and the settings that size a fuzz run.
 
-A case runs a real entry point in-process (`study.run.main`, or the function it calls to check
-one input), in its own empty working folder holding only the case's input files. The property
-(issue 30): the entry point returns exit 0, or exit 2 with exactly one `error:` line on stderr;
-it never raises (a traceback), and the folder holds nothing new afterwards (no MLflow store, no
-Ray results folder, no report).
+A case is a real command, `python -m study.run ...` or `python -m trainables ...`, run by a
+`CommandServer` (tests/command_server.py): a process that has imported the command once and
+runs the command's module as `__main__` for each case, in the case's own folder, with its file
+descriptors 1 and 2 captured as raw bytes; every FORK_EVERY-th case runs in a child forked for
+it, a process of its own. The property (issues 30 and 48): the command exits 0, or exits 2
+with exactly one line on its file descriptor 2, `error: ...` (no control character in it),
+and nothing else there (no log line, no warning, no traceback); and nothing under the whole
+temporary root (the case's folder, and the HOME and TMPDIR the commands run with) was created,
+removed or changed by a refused case, file by file with their hashes. Where a command is
+stopped before its work (`stop_at`), exit 0 means every check before that passed.
 
 Sizing: `FUZZ_EXAMPLES` (default 2000) is the number of generated inputs of one run, shared
 between the fuzz tests in the proportions each declares with `fuzz_settings(share)`. The
@@ -15,23 +20,22 @@ under `.hypothesis/` (docs/reliability.md says how to run a long one).
 
 from __future__ import annotations
 
-import io
 import os
 import re
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
-from dataclasses import dataclass
-from pathlib import Path
+import unicodedata
 
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from study.run import _fail
-from trainables.errors import UserInputError
+from tests.command_server import CommandServer, Outcome
+
+__all__ = ["CommandServer", "Outcome", "check_outcome", "error_line", "fuzz_settings"]
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "2000"))
 RANDOM = os.environ.get("FUZZ_RANDOM", "") not in ("", "0")
+# every FORK_EVERY-th case runs in a child forked for it (a process of its own, exiting as the
+# interpreter does) rather than in the server: a sample that checks the server's reset
+FORK_EVERY = int(os.environ.get("FUZZ_FORK_EVERY", "100"))
 
 
 def fuzz_settings(share: float) -> settings:
@@ -46,61 +50,36 @@ def fuzz_settings(share: float) -> settings:
     )
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    out: str
-    err: str
+def error_line(outcome: Outcome) -> str:
+    """The one line of a refusal: fd 2 holds `error: ...` and a line break, nothing else."""
+    err, breaks = outcome.err, outcome.err.count(b"\n")
+    assert err.endswith(b"\n") and breaks == 1, (
+        f"expected exactly one line on stderr, got {breaks} line breaks: {err[-3000:]!r}"
+    )
+    line = err[:-1].decode("utf-8")  # a terminal shows UTF-8; a stray byte fails here
+    assert line.startswith("error: ") and line[len("error: ") :].strip(), line
+    controls = [c for c in line if unicodedata.category(c) == "Cc"]  # \r, ESC, BEL, ...
+    assert not controls, f"control characters {controls} in {line!r}"
+    return line
 
 
-def files_under(folder: Path) -> set[str]:
-    """Every file and folder below `folder`, relative to it."""
-    return {str(path.relative_to(folder)) for path in folder.rglob("*")}
+def _listed(paths: tuple[str, ...]) -> str:
+    return f"{len(paths)} paths: {list(paths[:10])}{' ...' if len(paths) > 10 else ''}"
 
 
-@contextmanager
-def case_folder() -> Iterator[Path]:
-    """An empty folder that is the working folder while the case runs."""
-    before = os.getcwd()
-    with tempfile.TemporaryDirectory(prefix="fuzz-") as name:
-        os.chdir(name)
-        try:
-            yield Path(name)
-        finally:
-            os.chdir(before)
-
-
-def run_entry(entry: Callable[[], int], folder: Path) -> Outcome:
-    """Run `entry` with its output captured; anything it writes beside the inputs fails."""
-    inputs = files_under(folder)
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = entry()
-    written = files_under(folder) - inputs
-    assert not written, f"the case wrote {sorted(written)}"
-    return Outcome(code, out.getvalue(), err.getvalue())
-
-
-def check_outcome(outcome: Outcome, where: re.Pattern[str] | None = None) -> None:
-    """Exit 0, or exit 2 and one `error:` line (matching `where` when given)."""
-    assert outcome.code in (0, 2), f"exit {outcome.code}: {outcome.err}"
+def check_outcome(
+    outcome: Outcome, where: re.Pattern[str] | None = None, *, writes_on_success: bool = False
+) -> str | None:
+    """Exit 0, or exit 2 and one `error:` line (matching `where` when given); a refused case
+    wrote nothing under the root, nor did a case that succeeded unless `writes_on_success`
+    (a command stopped where it would start, past the checks that precede its first write).
+    The refusal's line, or None."""
+    assert outcome.code in (0, 2), f"exit {outcome.code}: {outcome.err[-3000:]!r}"
     if outcome.code == 0:
-        return
-    lines = outcome.err.strip("\n").splitlines()
-    assert len(lines) == 1, f"expected one line, got {len(lines)}: {outcome.err!r}"
-    assert lines[0].startswith("error: "), lines[0]
+        assert writes_on_success or not outcome.written, f"wrote {_listed(outcome.written)}"
+        return None
+    assert not outcome.written, f"refused, yet the root changed: {_listed(outcome.written)}"
+    line = error_line(outcome)
     if where is not None:
-        assert where.match(lines[0]), f"not naming file, line and key: {lines[0]!r}"
-
-
-def user_error_outcome(
-    check: Callable[[], object], bad_input: tuple[type[Exception], ...] = (UserInputError,)
-) -> int:
-    """An entry point's handling of a checking function: exit 0 when it passes, the one-line
-    refusal and exit 2 on the errors it takes for bad input (study.run.main's); any other
-    error propagates, as it would as a traceback."""
-    try:
-        check()
-    except bad_input as err:
-        return _fail(str(err))
-    return 0
+        assert where.match(line), f"not naming file, line and key: {line!r}"
+    return line

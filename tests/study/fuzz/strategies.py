@@ -3,7 +3,6 @@ mutations of a study file's data tree (drop, rename, retype, duplicate a key).""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from hypothesis import strategies as st
@@ -19,6 +18,9 @@ WORDS = (
     "values", "as_o", "error", "tag_map", "unseen", "conll", "hf", "split", "on", "off",
     "yes", "no", "null", "~", "-1", "1e-5", ".inf", "", " ",
 )  # fmt: skip
+
+# a character of a command-line argument: any but NUL (the C strings of argv cannot hold it)
+ARG_TEXT = st.characters(exclude_characters="\x00")
 
 long_strings = st.builds(
     lambda char, n: char * n, st.sampled_from(["a", "/", "é", "x/", "../", " "]),
@@ -63,16 +65,20 @@ def paths(tree: Any, at: Path = ()) -> list[Path]:
     return out
 
 
-def _parent(tree: Any, path: Path) -> Any:
+def _copied_along(tree: Any, path: Path) -> tuple[Any, Any]:
+    """A copy of `tree` whose containers along `path` are new (the rest shared: it is never
+    changed in place), and the new parent of `path`'s last key in it."""
+    top = parent = dict(tree) if isinstance(tree, dict) else list(tree)
     for part in path[:-1]:
-        tree = tree[part]
-    return tree
+        child = parent[part]
+        parent[part] = parent = dict(child) if isinstance(child, dict) else list(child)
+    return top, parent
 
 
 def mutate(tree: Any, path: Path, op: str, value: Any, new_key: Any) -> Any:
-    """A copy of `tree` with one mutation at `path`."""
-    tree = copy.deepcopy(tree)
-    parent, last = _parent(tree, path), path[-1]
+    """A copy of `tree` with one mutation at `path` (`tree` itself is left as it was)."""
+    tree, parent = _copied_along(tree, path)
+    last = path[-1]
     if op == "drop":
         del parent[last]
     elif op == "rename" and isinstance(parent, dict):

@@ -185,4 +185,6 @@ def load_checked_splits(data: dict[str, Any]) -> tuple[Splits, LabelMap]:
     for where, sentences in splits.named().items():
         if where != "train":
             label_map.check(sentences, where.removeprefix("extra."), where)
+    for where, counts in splits.relabelled.items():
+        counts.log(where)
     return splits, label_map

@@ -26,8 +26,10 @@ Ray runs them again on the other nodes (`max_failures`).
 
 Prints the counts (kills, resumes, node losses, trials planned, trials in MLflow,
 duplicates, lost, RUNNING left, report equal), the CPU and Ray node setup and the wall time;
-exits 1 when a trial is lost or duplicated, an evaluation is logged twice, a run is left
-RUNNING or the reports differ. tests/study/execution/test_kill_soak.py runs a short version.
+exits 1 when a driver that was not killed exits with a status other than 0 (it crashed: a
+driver the node loss or a kill leaves running must carry on), a trial is lost or duplicated,
+an evaluation is logged twice, a run is left RUNNING or the reports differ.
+tests/study/execution/test_kill_soak.py runs a short version, and checks that a crash fails.
 """
 
 from __future__ import annotations
@@ -242,7 +244,9 @@ class Soak:
 
 
 def soak(driver: Driver, points: list[KillPoint], loss: NodeLoss | None, resumes: int) -> Soak:
-    """Kill the driver at each point and resume it, then resume until it ends by itself."""
+    """Kill the driver at each point and resume it, then resume until it ends by itself. A
+    driver that ends by itself with a status other than 0 fails the soak at once: nothing but
+    the kills may interrupt it (a lost node's trials run again elsewhere)."""
     result = Soak()
     started = time.monotonic()
     for index in range(len(points) + resumes):
@@ -259,7 +263,10 @@ def soak(driver: Driver, points: list[KillPoint], loss: NodeLoss | None, resumes
             if index < len(points):
                 result.failed = f"the study finished after {result.kills} of {len(points)} kills"
             break
-        # else interrupted by Ray itself (the node loss, say): resume, as a user would
+        else:  # ended by itself, and not well: a crash between kills is what the soak looks for
+            result.failed = (f"attempt {index} exited {attempt.exit_code} without being killed "
+                             f"(a crash, not an interruption; see {driver.log})")  # fmt: skip
+            break
     else:
         result.failed = f"the study did not finish in {resumes} resumes after the kills"
     result.node_losses = int(bool(loss and loss.done))

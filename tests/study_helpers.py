@@ -34,6 +34,7 @@ def bench_module(name: str):
     try:
         spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # as an import would: dataclasses look their module up there
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(bench)

@@ -1,7 +1,7 @@
 """`python -m study.run NAME`: run a study on Ray Tune, tracked in MLflow.
 
     python -m study.run ner_depth                      # the embedded default, on this machine
-    python -m study.run ner_depth --profile smoke      # a 2-minute check
+    python -m study.run ner_depth --profile smoke      # a few minutes' check
     python -m study.run ner_depth --dry-run            # print the plan and exit
     python -m study.run ner_depth --resume             # continue the newest interrupted run
     python -m study.run ner_depth --profile cluster --address auto --storage s3://bucket/x

@@ -87,6 +87,8 @@ def test_installed_package_holds_the_studies(installed, tmp_path):
     where, studies = done.stdout.splitlines()
     assert Path(where).is_relative_to(installed.parent), where  # not the checkout's
     assert "ner_depth" in studies and "smoke" in studies
+    for package in ("study", "trainables"):  # PEP 561: typed for the users' type checkers
+        assert (Path(where).parents[1] / package / "py.typed").is_file()
 
 
 def test_dry_run_and_help_from_an_empty_folder(installed, tmp_path):
@@ -99,6 +101,9 @@ def test_dry_run_and_help_from_an_empty_folder(installed, tmp_path):
     for script in ("study-report", "trainables-run"):
         assert _run(installed, tmp_path, script, "--help").returncode == 0
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
+    docs = _run(installed, tmp_path, "python", "-m", "study.cli_docs", "--check")
+    assert docs.returncode == 2 and "installed package" in docs.stderr, docs.stderr
+    assert len(docs.stderr.splitlines()) == 1, docs.stderr  # no traceback
 
 
 def test_own_study_folder_comes_before_the_shipped_one(installed, tmp_path):

@@ -95,7 +95,13 @@ def trial_parser() -> OneLineParser:
 
 def write_or_check(page: Path, text: str, command: str, check: bool) -> int:
     """A generated docs page: written, or with `check` compared (exit 1 when it is stale), so
-    every generator and its test agree on what "current" means."""
+    every generator and its test agree on what "current" means. An installed package has no
+    docs/ beside it: one line says so (exit 2), not a traceback or a stale page."""
+    if not page.parent.is_dir():
+        print(f"error: {page.parent} does not exist: {command} writes and checks the docs of a "
+              "checkout of ner-depth-study, and this one runs from an installed package; run it "
+              "in the checkout", file=sys.stderr)  # fmt: skip
+        return EXIT_BAD_INPUT
     if check:
         current = page.read_text(encoding="utf-8") if page.is_file() else ""
         if current != text:

@@ -4,9 +4,10 @@ need, as installed in the running environment (the one the tests passed in), so 
 
     ./with-venv python .ci/lock_constraints.py     # after changing or upgrading a dependency
 
-torch is left out: its build (CPU or CUDA, a local version such as +cpu) is chosen by
-with-venv's TORCH_SPEC and TORCH_INDEX_URL, and a pinned +cpu would refuse a CUDA build; so
-are the CUDA libraries and triton, which only a CUDA build of torch pulls in.
+torch is pinned at its release without the local label (`torch==2.13.0`, not `+cpu`): a
+pin without one is met by the CPU build and by a CUDA build alike, so the index pip is pointed
+at chooses the build (docs/install.md) and the lock the release. The CUDA libraries and
+triton, which only a CUDA build of torch pulls in, are left out.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from packaging.utils import canonicalize_name
 
 PROJECT = "ner-depth-study"
 EXTRAS = ("dev",)
-LEFT_OUT = re.compile(r"^(torch|triton|nvidia-.*)$")
+LEFT_OUT = re.compile(r"^(triton|nvidia-.*)$")
+LOCAL_LABEL = re.compile(r"\+.*$")  # 2.13.0+cpu: the build, which the lock leaves open
 OUT = Path(__file__).resolve().parents[1] / "constraints.txt"
 
 
@@ -46,13 +48,20 @@ def closure(project: str, extras: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
+def pinned(installed: dict[str, str]) -> dict[str, str]:
+    """The lock's pins of `installed` (name: version): the CUDA libraries left out, and each
+    version without a local label (torch's `+cpu`)."""
+    return {n: LOCAL_LABEL.sub("", v) for n, v in installed.items() if not LEFT_OUT.match(n)}
+
+
 def main() -> int:
-    pins = {n: v for n, v in closure(PROJECT, EXTRAS).items() if not LEFT_OUT.match(n)}
+    pins = pinned(closure(PROJECT, EXTRAS))
     python = ".".join(map(str, sys.version_info[:2]))
     header = (
-        f"# Exact versions of every dependency of ner-depth-study[dev] but torch, as tested on\n"
-        f"# Python {python} ({sys.platform}).\n"
-        "# with-venv installs with -c constraints.txt; regenerate with:\n"
+        f"# Exact versions of every dependency of ner-depth-study[dev], as tested on\n"
+        f"# Python {python} ({sys.platform}); torch without its build label (+cpu), which the\n"
+        "# package index decides. with-venv installs with -c constraints.txt, and so does\n"
+        "# `pip install -c constraints.txt .` (docs/install.md). Regenerate with:\n"
         "#   ./with-venv python .ci/lock_constraints.py\n"
     )
     OUT.write_text(header + "".join(f"{n}=={v}\n" for n, v in sorted(pins.items())))

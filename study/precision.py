@@ -18,13 +18,16 @@ host, so an explicit bf16 there is refused before the study starts.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from study.spec import StudySpec
 from trainables.settings import AUTO, BF16, FP32, ConfigError, host_has_native_bf16, no_native_bf16
 from trainables.settings import resolve_precision as resolve_for_device
 
 PRECISION_KEY = "precision"  # in the study's state, the study run's tags and the trial config
+if TYPE_CHECKING:  # the state is handed in: the driver's execution package is not loaded here
+    from study.execution.state import StudyState
+
 
 
 def written_precision(spec: StudySpec) -> str:
@@ -47,14 +50,14 @@ def with_precision(spec: StudySpec, precision: str) -> StudySpec:
 
 
 def settle_precision(
-    spec: StudySpec, state: dict[str, Any], *, resumed: bool, local: bool
+    spec: StudySpec, state: StudyState, *, resumed: bool, local: bool
 ) -> StudySpec:
     """The spec with its one precision fixed, recorded in `state` for a new study and read
     from it for a resumed one. A study saved before its precision was recorded ran at the
     trial default of that time, fp32, unless its file fixed one."""
     written = written_precision(spec)
-    if PRECISION_KEY in state:
-        precision = state[PRECISION_KEY]
+    if state.precision is not None:
+        precision = state.precision
     elif resumed:
         precision = FP32 if written == AUTO else written
     else:
@@ -67,5 +70,5 @@ def settle_precision(
         )
     if local and precision == BF16 and not uses_gpu(spec) and not host_has_native_bf16():
         raise no_native_bf16("this machine's CPU, where the trials of a local study run,")
-    state[PRECISION_KEY] = precision
+    state.precision = precision
     return with_precision(spec, precision)

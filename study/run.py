@@ -24,7 +24,6 @@ import shlex
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from study.catalog import listing, study_entries
 from study.command_line import (
@@ -59,6 +58,7 @@ from study.execution import (
     unplaceable_on_cluster,
 )
 from study.execution.driver_lock import DriverLock
+from study.execution.state import StudyState, write_state
 from study.folder_names import check_replaceable, report_folder
 from study.names import (
     EXPLORE,
@@ -68,7 +68,7 @@ from study.names import (
     tracking_uri,
 )
 from study.plan import StudyPlan, make_plan
-from study.precision import PRECISION_KEY, settle_precision
+from study.precision import settle_precision
 from study.progress.line import StudyProgress
 from study.progress.log_format import log_to_terminal
 from study.progress.quiet import quiet_driver
@@ -186,8 +186,11 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
     if args.reports.lower() != NO_REPORT:
         _preload_report()
     optuna_tags = _optuna_tags(optuna_url, study_dir, spec)
-    study_run, arm_runs = open_study_runs(tracker, spec, plan, state, optuna_tags)
-    store.write_state(study_dir, state)
+    study_run, arm_runs = open_study_runs(
+        tracker, spec, plan, state.invocation, state.profile, state.overrides, optuna_tags
+    )
+    state.study_run = study_run
+    write_state(store, study_dir, state)
     context = PhaseContext(
         spec=spec, plan=plan, store=store, study_dir=study_dir, tracking_uri=uri,
         study_run=study_run, arm_runs=arm_runs, max_concurrent=args.max_concurrent,
@@ -202,7 +205,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
 
 def _check_before_writing(
     args: argparse.Namespace, spec: StudySpec, held: contextlib.ExitStack
-) -> tuple[StudySpec, StudyPlan, StudyStore, str, dict[str, Any], str, str | None]:
+) -> tuple[StudySpec, StudyPlan, StudyStore, str, StudyState, str, str | None]:
     """Everything that can be refused is checked before anything is written anywhere: the
     tracking server, the storage, the overrides of a resumed run, the precision (before any
     data is read), the data, the cluster's address, the Optuna storage. The spec with its one
@@ -218,10 +221,10 @@ def _check_before_writing(
         check_replaceable(report_folder(args.reports, spec.name, profile))
     study_dir, state = study_folder(store, spec.name, profile, args.resume)
     if args.resume:
-        check_same_overrides(state.get("overrides", []), args.overrides)
+        check_same_overrides(state.overrides, args.overrides)
         log.info("resuming %s", store.join(study_dir))
-    state["profile"] = profile
-    state["overrides"] = list(args.overrides)
+    state.profile = profile
+    state.overrides = list(args.overrides)
     spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
     data_line = _checked_data(spec)
     check_stage_data(spec.grid, spec.fixed)
@@ -229,7 +232,7 @@ def _check_before_writing(
     _check_local_resources(args, spec)
     optuna_url = _optuna_storage(args, uri, store)
     plan = make_plan(spec)
-    log.info("plan: %s; precision %s", plan.summary(), state[PRECISION_KEY])
+    log.info("plan: %s; precision %s", plan.summary(), state.precision)
     log.info("data: %s", data_line)
     log.info("results in %s; MLflow at %s%s", store.join(study_dir), shown_uri(uri),
              f"; Optuna storage {optuna_url}" if optuna_url and spec.explore else "")  # fmt: skip
@@ -266,7 +269,7 @@ def _checked_data(spec: StudySpec) -> str:
 
 def _run_study(
     context: PhaseContext,
-    state: dict[str, Any],
+    state: StudyState,
     tracker: StudyTracker,
     reports: str,
     ray_started: bool,
@@ -274,7 +277,7 @@ def _run_study(
     """Run the phases, then summarise and report, stopping the Ray started for them meanwhile;
     the exit code says how it ended."""
     spec, store, study_run = context.spec, context.store, context.study_run
-    resume = _resume_line(spec.name, state["profile"], state["overrides"])
+    resume = _resume_line(spec.name, state.profile, state.overrides)
     ended = StudyOutcome(EXIT_OK, spec.name, study_run, context.tracking_uri, resume=resume)
     reserve = SpaceReserve(store.fs, store.fs_path(context.study_dir))
     driver_time = DriverTime(tracker.tags(study_run))
@@ -285,7 +288,7 @@ def _run_study(
         refused = refused_settings(err)
         if refused is not None:
             settle_refused_settings(tracker, study_run, context.arm_runs, driver_time.tags())
-            print(f"error: {refused_settings_line(spec, state['overrides'], refused)}",
+            print(f"error: {refused_settings_line(spec, state.overrides, refused)}",
                   file=sys.stderr)  # fmt: skip
             return dataclasses.replace(ended, exit_code=EXIT_BAD_INPUT)
         if is_storage_unreachable(err):
@@ -318,7 +321,7 @@ def _run_study(
         return _failed(ended, context, tracker, driver_time, why)
     with ray_stopped_meanwhile(ray_started):
         report, problem = _finish_and_report(
-            context, tracker, driver_time, reports, state["profile"]
+            context, tracker, driver_time, reports, state.profile
         )
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -405,12 +408,12 @@ def _optuna_tags(url: str | None, study_dir: str, spec: StudySpec) -> dict[str, 
     return {OPTUNA_TAG: url, OPTUNA_STUDIES_TAG: study_name(study_dir, EXPLORE, "<arm>")}
 
 
-def _progress(plan: StudyPlan, state: dict[str, Any], verbose: bool) -> StudyProgress:
+def _progress(plan: StudyPlan, state: StudyState, verbose: bool) -> StudyProgress:
     """The study's progress line; with --verbose Ray prints too, so it is logged, not drawn."""
     planned = {phase.name: phase.trials for phase in plan.phases}
     progress = StudyProgress(planned, plan.spec.metric.name, plan.spec.metric.mode,
                              terminal=False if verbose else None)  # fmt: skip
-    for phase in state.get("phases_done", []):
+    for phase in state.phases_done:
         progress.phase_done(phase)
     return progress
 

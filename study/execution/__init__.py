@@ -5,7 +5,8 @@
 - `phases`: explore, then confirm, skipping what the state file records as done;
 - `rounds`: the confirm phase in rounds, under the declared sequential rule;
 - `tuner`: one Ray Tune experiment, new or restored, and what Tune saved of it;
-- `storage`: the results folder's layout and the study's state file;
+- `storage`: the results folder's layout; `state`: the study's state file (`StudyState`), which
+  no other module opens;
 - `storage_guard` and `saved_state`: a full disk stops the study cleanly and leaves what
   `--resume` reads whole; `storage_outage`: likewise for object storage that stops answering;
 - `failure`: any other failure of a running study ends its MLflow runs as FAILED in one line;
@@ -32,7 +33,8 @@ from study.execution.settings_guard import (
     refused_settings_line,
     settle_refused_settings,
 )
-from study.execution.storage import StudyStore, study_folder
+from study.execution.state import study_folder
+from study.execution.storage import StudyStore
 from study.execution.storage_guard import is_storage_full, settle_full_storage
 from study.execution.storage_outage import is_storage_unreachable, settle_unreachable_storage
 

@@ -7,34 +7,31 @@ the step that was running, with the samples already chosen.
 
 from __future__ import annotations
 
-from typing import Any
-
 from study.execution.context import PhaseContext
 from study.execution.rounds import run_confirm_rounds
+from study.execution.state import StudyState, write_state
 from study.execution.tuner import explore_trials, run_experiment
 from study.names import CONFIRM, EXPLORE
 from study.search import ArmAwareASHA, ArmSearcher, choose_samples
 
 
-def run_phases(context: PhaseContext, state: dict[str, Any]) -> bool:
+def run_phases(context: PhaseContext, state: StudyState) -> bool:
     """Run explore then confirm; True once both are done, False when interrupted."""
-    done = set(state.setdefault("phases_done", []))
+    done = set(state.phases_done)
     spec = context.spec
     if spec.explore is not None and EXPLORE not in done:
         if not run_explore(context):
             return False
-        state["phases_done"].append(EXPLORE)
-        context.store.write_state(context.study_dir, state)
+        state.phases_done.append(EXPLORE)
+        write_state(context.store, context.study_dir, state)
     if spec.confirm is not None and CONFIRM not in done:
-        chosen = state.get("chosen") or choose_samples(
-            spec, context.plan.arms, explore_trials(context)
-        )
-        state["chosen"] = chosen
-        context.store.write_state(context.study_dir, state)
-        if not run_confirm_rounds(context, state, chosen):
+        if state.chosen is None:
+            state.chosen = choose_samples(spec, context.plan.arms, explore_trials(context))
+            write_state(context.store, context.study_dir, state)
+        if not run_confirm_rounds(context, state, state.chosen):
             return False
-        state["phases_done"].append(CONFIRM)
-        context.store.write_state(context.study_dir, state)
+        state.phases_done.append(CONFIRM)
+        write_state(context.store, context.study_dir, state)
     return True
 
 

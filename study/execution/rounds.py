@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from study.execution.context import PhaseContext
+from study.execution.state import StudyState, write_state
 from study.execution.tuner import explore_trials, run_experiment
 from study.names import EXPLORE, REUSED_TAG, STUDY_RUN_ID
 from study.plan import round_name
@@ -25,13 +26,15 @@ log = logging.getLogger(__name__)
 
 
 def run_confirm_rounds(
-    context: PhaseContext, state: dict[str, Any], chosen: dict[str, list[dict]]
+    context: PhaseContext, state: StudyState, chosen: dict[str, list[dict]]
 ) -> bool:
     """True once the last needed round finished; False when interrupted."""
     confirm = context.spec.confirm
-    done = state.setdefault("confirm_rounds", [])
+    done = state.confirm_rounds
     # the arms still in the rounds; [] once every comparison is decided
-    arms = state.get("confirm_arms", [arm.id for arm in context.plan.arms])
+    arms = state.confirm_arms
+    if arms is None:
+        arms = [arm.id for arm in context.plan.arms]
     skip = _reused(context, state, chosen)
     for index in range(len(done), len(confirm.looks)):
         if index and not arms:
@@ -44,8 +47,8 @@ def run_confirm_rounds(
         done.append(list(arms))
         if index + 1 < len(confirm.looks):
             arms = undecided_arms(context, arms)
-            state["confirm_arms"] = arms
-        context.store.write_state(context.study_dir, state)
+            state.confirm_arms = arms
+        write_state(context.store, context.study_dir, state)
     return True
 
 
@@ -98,18 +101,18 @@ def undecided_arms(context: PhaseContext, arms: list[str]) -> list[str]:
 
 
 def _reused(
-    context: PhaseContext, state: dict[str, Any], chosen: dict[str, list[dict]]
+    context: PhaseContext, state: StudyState, chosen: dict[str, list[dict]]
 ) -> frozenset[tuple[str, int]]:
     """With `reuse_explore_seeds`, the (arm, seed) pairs whose explore trial of the chosen
     sample completed: they are not run again, and their MLflow runs are tagged to count as
     confirm trials (no trial with the same config and seed runs twice in one study)."""
     if not context.spec.confirm.reuse_explore_seeds or context.spec.explore is None:
         return frozenset()
-    if "reused" not in state:
-        state["reused"] = completed_explore_trials(context.spec, chosen, explore_trials(context))
-        tag_trial_runs(context, state["reused"], {REUSED_TAG: "true"})
-        context.store.write_state(context.study_dir, state)
-    return frozenset((arm, seed) for arm, _, seed in state["reused"])
+    if state.reused is None:
+        state.reused = completed_explore_trials(context.spec, chosen, explore_trials(context))
+        tag_trial_runs(context, state.reused, {REUSED_TAG: "true"})
+        write_state(context.store, context.study_dir, state)
+    return frozenset((arm, seed) for arm, _, seed in state.reused)
 
 
 def tag_trial_runs(

@@ -4,35 +4,22 @@ Layout: `<storage>/<study>/<profile>-<YYYYmmdd-HHMMSS>-<random>/{study.json, exp
 confirm/}`, and `<storage>/<study>/.driver.lock` while a driver runs it (driver_lock.py). A new
 invocation gets a new folder; `--resume` continues the newest folder of the same study and
 profile. `storage` is a local path or a URI Ray understands (s3://, gs://, file://); small
-files go through pyarrow's filesystem layer, as Ray's own do.
-
-Tune pickles each experiment's searcher, scheduler and callbacks by module path, so a study
-saved by code whose modules were laid out otherwise cannot be resumed: the state records
-`LAYOUT_VERSION`, and `--resume` of a state without it or with another one is refused.
+files go through pyarrow's filesystem layer, as Ray's own do. `study.json`, the driver's state,
+is read and written by study/execution/state.py alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
 from study.folder_names import check_name
 from trainables.settings import UserInputError
-
-STATE_FILE = "study.json"
-# the module layout of what Tune pickles into a study's folder: raise it whenever a pickled
-# class (searcher, scheduler, callback, trainable) moves or changes its attributes, so older
-# studies are refused (2: the explore searcher's sample book became its own class)
-LAYOUT_VERSION = 2
-LAYOUT_KEY = "layout"
 
 
 def is_uri(path: str) -> bool:
@@ -105,26 +92,6 @@ class StudyStore:
         )
         return f"{study}/{names[-1]}" if names else None
 
-    def read_state(self, study_dir: str) -> dict[str, Any] | None:
-        path = self.fs_path(study_dir, STATE_FILE)
-        if self.fs.get_file_info(path).type != pafs.FileType.File:
-            return None
-        with self.fs.open_input_stream(path) as src:
-            return json.loads(src.read().decode())
-
-    def write_state(self, study_dir: str, state: dict[str, Any]) -> None:
-        """Write-then-rename on local disks, so a crash never leaves half a state file."""
-        folder = self.fs_path(study_dir)
-        self.fs.create_dir(folder, recursive=True)
-        text = json.dumps(state, indent=2, sort_keys=True).encode()
-        if isinstance(self.fs, pafs.LocalFileSystem):
-            tmp = Path(folder) / f".{STATE_FILE}.tmp"
-            tmp.write_bytes(text)
-            os.replace(tmp, Path(folder) / STATE_FILE)
-        else:
-            with self.fs.open_output_stream(self.fs_path(study_dir, STATE_FILE)) as out:
-                out.write(text)
-
 
 def drop_checkpoints(fs: pafs.FileSystem, trial_dir: str) -> int:
     """Delete a finished trial's checkpoint folders; the bytes freed. Checkpoints exist only
@@ -139,28 +106,3 @@ def drop_checkpoints(fs: pafs.FileSystem, trial_dir: str) -> int:
             )
             fs.delete_dir(info.path)
     return freed
-
-
-def study_folder(
-    store: StudyStore, study: str, profile: str, resume: bool
-) -> tuple[str, dict[str, Any]]:
-    """The folder of this invocation and the study's state: a new folder and a new invocation
-    id, or with `resume` the newest folder of this study and profile and the state saved
-    there (the invocation id in it finds the same MLflow runs again)."""
-    if not resume:
-        state = {"invocation": uuid.uuid4().hex, LAYOUT_KEY: LAYOUT_VERSION}
-        return store.new_study_dir(study, profile), state
-    latest = store.latest_study_dir(study, profile)
-    state = store.read_state(latest) if latest else None
-    if state is None:
-        raise UserInputError(
-            f"--resume: no earlier run of study {study} (profile {profile}) in {store.root}; "
-            "run it once without --resume"
-        )
-    if state.get(LAYOUT_KEY) != LAYOUT_VERSION:
-        raise UserInputError(
-            f"--resume: {store.join(latest, STATE_FILE)} was saved by code with another module "
-            f"layout (layout {state.get(LAYOUT_KEY, 'unrecorded')}, this code: {LAYOUT_VERSION})"
-            "; it cannot be resumed: run the study again without --resume"
-        )
-    return latest, state

@@ -17,7 +17,7 @@ sample's seed mean goes before its arm's ASHA, and what that means for each seed
   else was left to run.)
 
 The book is pickled with the searcher in every experiment's state: its attribute names are
-part of the saved layout (`LAYOUT_VERSION` in study/execution/storage.py).
+part of the saved layout (`LAYOUT_VERSION` in study/execution/state.py).
 """
 
 from __future__ import annotations

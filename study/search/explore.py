@@ -18,7 +18,7 @@ sample while keeping seed 1 (the comparison would then be decided by pruning see
   the last rung mean it reached, or FAIL if a seed errored; never a truncated value as final.
 
 The attributes of `ArmSearcher` and of its book are part of the saved state of every
-experiment: changing them means raising `LAYOUT_VERSION` (study/execution/storage.py), so
+experiment: changing them means raising `LAYOUT_VERSION` (study/execution/state.py), so
 that a study saved by older code is refused on `--resume` instead of restored wrongly.
 """
 

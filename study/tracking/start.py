@@ -16,7 +16,6 @@ import logging
 import time
 import urllib.error
 import urllib.request
-from typing import Any
 
 import yaml
 
@@ -104,20 +103,21 @@ def open_study_runs(
     tracker: StudyTracker,
     spec: StudySpec,
     plan: StudyPlan,
-    state: dict[str, Any],
+    invocation: str,
+    profile: str,
+    overrides: list[str] | None = None,
     more_tags: dict[str, str] | None = None,
 ) -> tuple[str, dict[str, str]]:
-    """The study run of this invocation (`state["invocation"]`) and one arm run per arm, made
-    or found again; the study run's id is put in `state`. The study run records the
-    command-line overrides (`state["overrides"]`), the study as it runs (the file, its
-    profile and the overrides merged, paths resolved) as the artifact `study.yaml` with its
-    sha256 as the tag `study_hash` (the design when the study run was made), and
-    `more_tags` (where the explore samples are in Optuna's storage)."""
+    """The study run of this invocation (its id from the study's state) and one arm run per
+    arm, made or found again. The study run records the command-line `overrides`, the study
+    as it runs (the file, its profile and the overrides merged, paths resolved) as the
+    artifact `study.yaml` with its sha256 as the tag `study_hash` (the design when the study
+    run was made), and `more_tags` (where the explore samples are in Optuna's storage)."""
     kind = SYNTHETIC if spec.synthetic else TAGGER
     study_text = merged_study(spec)
     tags = {
         "study": spec.name,
-        "profile": state["profile"],
+        "profile": profile,
         "plan": plan.summary(),
         CODE_TAG: code_version(),
         TRAINABLE_TAG: kind,
@@ -131,7 +131,7 @@ def open_study_runs(
         "hardware": hardware(),
         LIBRARIES_TAG: json.dumps(library_versions()),
         ANALYSIS_TAG: spec.analysis.to_json(),
-        OVERRIDES_TAG: json.dumps(state.get("overrides", [])),
+        OVERRIDES_TAG: json.dumps(overrides or []),
         STUDY_HASH_TAG: study_hash(study_text),  # set when the run is made, never on resume
         **(more_tags or {}),
     }
@@ -139,13 +139,12 @@ def open_study_runs(
         tags[FIXED_FROM_TAG] = json.dumps(spec.fixed_from)
     if spec.compare_baseline is not None:  # resolved values, as the arm runs record them
         tags["compare_baseline"] = json.dumps(spec.compare_baseline)
-    name = f"{spec.name}/{state['profile']}" + (" (synthetic)" if spec.synthetic else "")
-    study_run = tracker.study_run(state["invocation"], name, tags, {"plan": spec.raw})
+    name = f"{spec.name}/{profile}" + (" (synthetic)" if spec.synthetic else "")
+    study_run = tracker.study_run(invocation, name, tags, {"plan": spec.raw})
     versions = driver_code_versions(tracker.tags(study_run), tags[CODE_TAG])
     tracker.set_tags(study_run, {CODE_VERSIONS_TAG: json.dumps(versions)})
     tracker.log_text(study_run, study_text, STUDY_ARTIFACT)
     arm_runs = {arm.id: tracker.arm_run(study_run, arm.id, arm.factors) for arm in plan.arms}
-    state.update(study_run=study_run)
     return study_run, arm_runs
 
 

@@ -10,13 +10,9 @@ import platform
 import pytest
 import torch
 
+from study.execution.state import StudyState
 from study.plan import make_plan, trial_config
-from study.precision import (
-    PRECISION_KEY,
-    resolved_precision,
-    settle_precision,
-    with_precision,
-)
+from study.precision import resolved_precision, settle_precision, with_precision
 from study.spec import load_study
 from trainables.errors import ConfigError
 from trainables.model.device import cpu_has_native_bf16, trial_precision
@@ -114,7 +110,7 @@ def test_onednn_capped_below_bf16_counts_as_no_native_bf16(
             trial_precision(CPU, "bf16")
         spec = with_precision(load_study("ner_depth", "default"), "bf16")
         with pytest.raises(ConfigError, match=rf"study run, has oneDNN capped below it \({cap[0]}"):
-            settle_precision(spec, {"invocation": "x"}, resumed=False, local=True)
+            settle_precision(spec, StudyState("x"), resumed=False, local=True)
 
 
 def test_a_forced_answer_outranks_a_cap(monkeypatch):
@@ -198,26 +194,26 @@ def test_every_trial_of_a_study_carries_its_one_precision(monkeypatch, forced):
 def test_settled_once_then_kept_when_resumed_on_another_cpu(monkeypatch):
     spec = load_study("ner_depth", "default")
     monkeypatch.setenv(FORCE_ENV, "1")
-    state: dict = {"invocation": "x"}
+    state = StudyState("x")
     settled = settle_precision(spec, state, resumed=False, local=True)
-    assert state[PRECISION_KEY] == "bf16" == settled.fixed["precision"]
+    assert state.precision == "bf16" == settled.fixed["precision"]
     monkeypatch.setenv(FORCE_ENV, "0")  # a cluster driver on a CPU without bf16 resumes it
-    resumed = settle_precision(spec, dict(state), resumed=True, local=False)
+    resumed = settle_precision(spec, dataclasses.replace(state), resumed=True, local=False)
     assert resumed.fixed["precision"] == "bf16"
     with pytest.raises(ConfigError, match="native bf16"):  # locally its trials could not run
-        settle_precision(spec, dict(state), resumed=True, local=True)
+        settle_precision(spec, dataclasses.replace(state), resumed=True, local=True)
 
 
 def test_a_study_saved_before_precision_was_recorded_resumes_in_fp32(monkeypatch):
     monkeypatch.setenv(FORCE_ENV, "1")
     spec = load_study("ner_depth", "default")
-    state = {"invocation": "x", "profile": "default", "phases_done": ["explore"]}
+    state = StudyState("x", profile="default", phases_done=["explore"])
     assert settle_precision(spec, state, resumed=True, local=True).fixed["precision"] == "fp32"
-    assert state[PRECISION_KEY] == "fp32"
+    assert state.precision == "fp32"
 
 
 def test_a_changed_precision_cannot_resume_a_study(monkeypatch):
     monkeypatch.setenv(FORCE_ENV, "1")
     now_fp32 = with_precision(load_study("ner_depth", "default"), "fp32")  # the file changed
     with pytest.raises(ConfigError, match="started in bf16 and one study never mixes"):
-        settle_precision(now_fp32, {PRECISION_KEY: "bf16"}, resumed=True, local=True)
+        settle_precision(now_fp32, StudyState("x", precision="bf16"), resumed=True, local=True)

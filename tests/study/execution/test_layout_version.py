@@ -4,30 +4,37 @@ The state records the layout it was saved under; one line, exit 2, nothing writt
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from study.execution.storage import (
+from study.execution.state import (
     LAYOUT_KEY,
     LAYOUT_VERSION,
     STATE_FILE,
-    StudyStore,
     study_folder,
+    write_state,
 )
+from study.execution.storage import StudyStore
 from tests.study_helpers import run_in_process, study_command, write_study
 from trainables.settings import UserInputError
 
 
 def _saved(store: StudyStore, state: dict) -> str:
+    """A state file as some driver, of this code or another, wrote it."""
     folder = "teststudy/default-20260101-000000"
-    store.write_state(folder, state)
+    (Path(store.root) / folder).mkdir(parents=True)
+    (Path(store.root) / folder / STATE_FILE).write_text(json.dumps(state))
     return folder
 
 
 def test_a_new_study_records_the_layout_and_resumes_under_it(tmp_path):
     store = StudyStore(str(tmp_path))
     folder, state = study_folder(store, "teststudy", "default", resume=False)
-    assert state[LAYOUT_KEY] == LAYOUT_VERSION
-    store.write_state(folder, state)
+    assert state.layout == LAYOUT_VERSION
+    write_state(store, folder, state)
+    assert json.loads((tmp_path / folder / STATE_FILE).read_text())[LAYOUT_KEY] == LAYOUT_VERSION
     assert study_folder(store, "teststudy", "default", resume=True) == (folder, state)
 
 

@@ -59,6 +59,6 @@ def test_the_study_run_records_fixed_from_for_the_report(tmp_path, study):
     spec = load_study(str(write(tmp_path, study)))
     tracker = StudyTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", spec.name)
     plan = SimpleNamespace(summary=lambda: "plan", arms=[])
-    run, _ = open_study_runs(tracker, spec, plan, {"profile": "default", "invocation": "i"})
+    run, _ = open_study_runs(tracker, spec, plan, "i", "default")
     tags = tracker.client.get_run(run).data.tags
     assert json.loads(tags[FIXED_FROM_TAG]) == {"batch_size": SOURCE}

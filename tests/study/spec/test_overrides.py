@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from study.execution.storage import LAYOUT_KEY, LAYOUT_VERSION
+from study.execution.state import LAYOUT_KEY, LAYOUT_VERSION
 from study.spec import SpecError, check_same_overrides, load_study
 from tests.study_helpers import run_in_process, study_command, write_study
 

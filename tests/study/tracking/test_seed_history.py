@@ -69,14 +69,14 @@ def test_the_study_run_records_the_hash_of_the_study_it_ran(store, tmp_path):
     spec = load_study(str(write_synthetic_study(tmp_path, {"steps_per_epoch": 20})))
     tracker = StudyTracker(store[0], spec.name)
     plan = SimpleNamespace(summary=lambda: "plan", arms=[])
-    run, _ = open_study_runs(tracker, spec, plan, {"profile": "default", "invocation": "i"})
+    run, _ = open_study_runs(tracker, spec, plan, "i", "default")
     recorded = tracker.client.get_run(run).data.tags[STUDY_HASH_TAG]
     artifact = tracker.client.download_artifacts(run, STUDY_ARTIFACT, str(tmp_path))
     with open(artifact, "rb") as logged:  # what `sha256sum study.yaml` reads
         assert recorded == hashlib.sha256(logged.read()).hexdigest()
     # a resume keeps the hash of the study as it started
     tracker.client.set_tag(run, STUDY_HASH_TAG, "kept")
-    again, _ = open_study_runs(tracker, spec, plan, {"profile": "default", "invocation": "i"})
+    again, _ = open_study_runs(tracker, spec, plan, "i", "default")
     assert again == run and tracker.client.get_run(run).data.tags[STUDY_HASH_TAG] == "kept"
 
 

@@ -28,7 +28,7 @@ NO_REPORT = "none"  # --reports none: the study ends without its report (bench/s
 
 EXAMPLES = """examples:
   python -m study.run --list                            # the studies, their profiles and files
-  python -m study.run ner_depth --dry-run               # print the plan and exit
+  python -m study.run ner_depth --dry-run               # check the data, print the plan
   python -m study.run ner_depth --profile smoke         # a few minutes' check of the whole path
   python -m study.run ner_depth                         # the embedded default, on this machine
   python -m study.run ner_depth --resume                # continue the newest interrupted run
@@ -91,7 +91,9 @@ def build_parser(folder: Path | None = None) -> OneLineParser:
     parser.add_argument("--wait", action="store_true",
                         help="when another driver runs this study on this storage, wait for it "
                         "to finish instead of refusing")  # fmt: skip
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="read and check the data as a run does, print the plan and exit; "
+                        "writes nothing")  # fmt: skip
     parser.add_argument("--max-concurrent", type=int, metavar="N", help="trials running at once")
     parser.add_argument("--tracking-uri", metavar="URI",
                         help="MLflow tracking URI (default sqlite:///mlflow.db)")  # fmt: skip

@@ -2,7 +2,7 @@
 
     python -m study.run ner_depth                      # the embedded default, on this machine
     python -m study.run ner_depth --profile smoke      # a few minutes' check
-    python -m study.run ner_depth --dry-run            # print the plan and exit
+    python -m study.run ner_depth --dry-run            # check the data, print the plan
     python -m study.run ner_depth --resume             # continue the newest interrupted run
     python -m study.run ner_depth --profile cluster --address auto --storage s3://bucket/x
     python -m study.run ~/ner/s.yaml --set fixed.epochs=5 --set data.train=~/ner/train.txt
@@ -172,8 +172,9 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         # an intermediate stage reports its metrics as stage<i>_..., without the study metric,
         # which only the target's results have (and Tune would otherwise refuse a result for)
         os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    if args.dry_run:
-        print(make_plan(spec).describe())
+    if args.dry_run:  # the data read and checked as the real run reads it, nothing written
+        data_line = _checked_data(spec)
+        print(f"{make_plan(spec).describe()}\n  data read: {data_line}")
         return StudyOutcome(EXIT_OK, spec.name)
     spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec, held)
     tracker, ray_started = start_tracking_and_ray(
@@ -227,7 +228,6 @@ def _check_before_writing(
     state.overrides = list(args.overrides)
     spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
     data_line = _checked_data(spec)
-    check_stage_data(spec.grid, spec.fixed)
     check_address(args.address)
     _check_local_resources(args, spec)
     optuna_url = _optuna_storage(args, uri, store)
@@ -259,10 +259,14 @@ def _check_local_resources(args: argparse.Namespace, spec: StudySpec) -> None:
 
 
 def _checked_data(spec: StudySpec) -> str:
-    """The study's data read and checked, in a few words; a synthetic study reads none."""
+    """The study's data, and every intermediate stage's, read and checked as its trials will
+    read them, in a few words; a synthetic study reads none. The one check of the data of
+    the real run and of --dry-run, so both refuse the same input with the same line."""
     if spec.synthetic:
+        check_stage_data(spec.grid, spec.fixed)
         return "none (synthetic trainable: learning curves from a formula, not a finding)"
     splits, labels = load_checked_splits(spec.data)
+    check_stage_data(spec.grid, spec.fixed)
     return (f"{len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test "
             f"sentences, {len(labels)} labels")  # fmt: skip
 

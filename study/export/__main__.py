@@ -7,8 +7,10 @@ Hugging Face folder (config with id2label/label2id, weights, tokenizer).
 The trial wrote the folder into its final checkpoint and the driver logged it to the trial's
 MLflow run as `model/` (study/tracking/artifacts.py); this command finds the run
 (study/export/choose.py) and downloads that folder, into a temporary folder beside `--out`
-that is renamed into place whole. `--register NAME` also makes it an MLflow model of the
-trial run (study/export/register.py).
+that is renamed into place whole, with `provenance.json` beside the weights (what the tagger
+is and where it came from) and the tokenizer's `model_max_length` set to the trial's
+`max_length` (study/export/provenance.py). `--register NAME` also makes it an MLflow model of
+the trial run (study/export/register.py).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from study.export.choose import ChosenTrial, choose_trial
+from study.export.provenance import folder_labels, provenance, write_provenance
 from study.export.register import register_folder
 from study.folder_names import check_name, inside
 from study.names import MODEL_ARTIFACT, tracking_uri
 from study.tracking.artifacts import no_progress_bars
-from study.tracking.reading import load_study_record
+from study.tracking.reading import StudyRecord, load_study_record
 from trainables.settings import (
     EXIT_BAD_INPUT,
     OneLineParser,
@@ -39,11 +42,13 @@ from trainables.settings import (
 EXAMPLES = """examples:
   python -m study.export ner_depth --arm depth=full-1 --seed 3
   python -m study.export ner_depth --best --out models/best
-  python -m study.export ner_depth --best --arm depth=6   # the best seed of one arm
+  python -m study.export ner_depth --best --arm depth=full   # the best seed of one arm
   python -m study.export ner_depth --best --register ner-tagger   # also an MLflow model
 
 The folder reloads with AutoModelForTokenClassification.from_pretrained(FOLDER) and
-AutoTokenizer.from_pretrained(FOLDER); a registered one with
+AutoTokenizer.from_pretrained(FOLDER) (inputs truncated at the trial's max_length); its
+provenance.json names the base model, study, arm, seed, trial run, code version and labels.
+A registered one reloads with
 mlflow.transformers.load_model("models:/NAME/VERSION"). The same command is installed as
 `study-export`."""
 
@@ -95,8 +100,9 @@ def _check_out(out: Path) -> None:
         raise UserInputError(f"--out {out} exists and is not an empty folder")
 
 
-def download_model(uri: str, chosen: ChosenTrial, out: Path) -> None:
-    """The run's `model/` artifact into `out`, whole or not at all."""
+def download_model(uri: str, record: StudyRecord, chosen: ChosenTrial, out: Path) -> None:
+    """The run's `model/` artifact into `out`, whole or not at all, with its provenance
+    (study/export/provenance.py)."""
     _check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
@@ -113,6 +119,10 @@ def download_model(uri: str, chosen: ChosenTrial, out: Path) -> None:
             ) from err
         if not (Path(local) / "config.json").is_file():
             raise UserInputError(f"trial run {chosen.run_id} kept no model (no config.json)")
+        run = MlflowClient(uri).get_run(chosen.run_id)
+        facts = provenance(record, chosen, run.data.params, run.data.tags,
+                           folder_labels(Path(local)))  # fmt: skip
+        write_provenance(Path(local), facts)
         if out.exists():
             out.rmdir()
         Path(local).rename(out)
@@ -134,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         record = load_study_record(uri, args.study, args.run_id)
         chosen = choose_trial(record, args.arm, args.seed, args.best)
         out = Path(args.out) if args.out else default_folder(args.study, chosen)
-        download_model(uri, chosen, out)
+        download_model(uri, record, chosen, out)
         print(f"exported arm {chosen.arm} seed {chosen.seed} ({chosen.metric} "
               f"{chosen.value:.4f}, trial run {chosen.run_id}) to {out}")  # fmt: skip
         if args.register:

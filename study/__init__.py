@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from study.results import load_trials, load_verdicts
     from study.run import StudyOutcome
     from study.runner import StudyStopped, run_study
-    from trainables.settings import UserInputError
+    from trainables.errors import UserInputError
 
 # the public name -> the module that defines it
 _HOMES = {
@@ -30,7 +30,7 @@ _HOMES = {
     "StudyOutcome": "study.run",  # how run_study ended: study run id, store, report folder
     "load_trials": "study.results",  # the trials as a DataFrame, one row a trial
     "load_verdicts": "study.results",  # the report's comparisons and verdicts as a DataFrame
-    "UserInputError": "trainables.settings",  # what bad input raises (a study file, an option)
+    "UserInputError": "trainables.errors",  # what bad input raises (a study file, an option)
 }
 
 __all__ = [

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from trainables.settings import write_or_check
+from trainables.command_line import write_or_check
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 
@@ -32,7 +32,7 @@ def _parsers() -> list[tuple[str, str, Callable[[], argparse.ArgumentParser]]]:
     from study.export.__main__ import build_parser as export_parser
     from study.report.__main__ import build_parser as report_parser
     from study.spec import SEARCH_SPACES
-    from trainables.settings import trial_parser
+    from trainables.command_line import trial_parser
 
     return [
         ("study.run", "study-run", lambda: run_parser(SEARCH_SPACES)),

@@ -10,13 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from study.catalog import help_table, study_entries
-from trainables.settings import (
-    EXIT_BAD_INPUT,
-    OneLineParser,
-    UserInputError,
-    add_set_option,
-    exit_codes,
-)
+from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, add_set_option, exit_codes
+from trainables.errors import UserInputError
 
 # exit codes: what a script or a scheduler running the study can act on
 EXIT_OK = 0

@@ -11,7 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from trainables.settings import TINY_MODEL, data_inputs, instruction_caps, resolve_model
+from trainables.data.sources import data_inputs
+from trainables.settings import TINY_MODEL, instruction_caps, resolve_model
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 MAX_NAME = 100  # characters: with a timestamp and a staging prefix, well under a file
 # system's 255-byte name limit

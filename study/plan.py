@@ -16,7 +16,8 @@ from typing import Any
 from study.names import CONFIRM, DRAWN_BY, EXPLORE
 from study.precision import resolved_precision
 from study.spec import StudySpec
-from trainables.settings import BUDGET, INTERMEDIATE, printable, stage_label, stage_name
+from trainables.errors import printable
+from trainables.settings import BUDGET, INTERMEDIATE, stage_label, stage_name
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,13 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from study.spec import StudySpec
-from trainables.settings import AUTO, BF16, FP32, ConfigError, host_has_native_bf16, no_native_bf16
+from trainables.errors import ConfigError
+from trainables.settings import AUTO, BF16, FP32, host_has_native_bf16, no_native_bf16
 from trainables.settings import resolve_precision as resolve_for_device
 
 PRECISION_KEY = "precision"  # in the study's state, the study run's tags and the trial config
 if TYPE_CHECKING:  # the state is handed in: the driver's execution package is not loaded here
     from study.execution.state import StudyState
-
 
 
 def written_precision(spec: StudySpec) -> str:

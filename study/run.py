@@ -80,14 +80,9 @@ from study.tracking.probe import shown_uri
 from study.tracking.start import DriverTime, open_study_runs, probe_tracking
 from study.tracking.store import patiently
 from study.tracking.summary import confirm_summary
-from trainables.settings import (
-    EXIT_BAD_INPUT,
-    UserInputError,
-    first_line,
-    joined,
-    leaving_quickly,
-    load_checked_splits,
-)
+from trainables.command_line import EXIT_BAD_INPUT, leaving_quickly
+from trainables.data.sources import load_checked_splits
+from trainables.errors import UserInputError, first_line, joined
 
 log = logging.getLogger("study")
 
@@ -324,9 +319,7 @@ def _run_study(
     if why:
         return _failed(ended, context, tracker, driver_time, why)
     with ray_stopped_meanwhile(ray_started):
-        report, problem = _finish_and_report(
-            context, tracker, driver_time, reports, state.profile
-        )
+        report, problem = _finish_and_report(context, tracker, driver_time, reports, state.profile)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return dataclasses.replace(ended, exit_code=EXIT_FAILED, error=problem)

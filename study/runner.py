@@ -23,7 +23,7 @@ import ray
 
 from study.command_line import EXIT_OK, arguments
 from study.run import StudyOutcome, interrupted_line, run
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 # loggers whose level the driver sets (study.run's _set_up_driver), put back after the study
 _DRIVER_LOGGERS = ("", "mlflow", "alembic")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
+from trainables.command_line import leaving_quickly, trial_parser
 from trainables.errors import TrainingDiverged, UserInputError, joined
 from trainables.input_files import MAX_SETTINGS_BYTES, read_bounded
-from trainables.settings.command_line import leaving_quickly, trial_parser
 from trainables.settings.config import TrialConfig
 from trainables.settings.stage_config import STAGE_KEY, stage_prefix
 from trainables.training.stages import StagedTrial

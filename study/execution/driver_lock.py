@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from study.execution.storage import StudyStore
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 log = logging.getLogger("study")
 

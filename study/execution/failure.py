@@ -13,7 +13,7 @@ from study.execution.runtime import stop_ray
 from study.execution.storage_guard import error_chain
 from study.names import RUN_KIND, STUDY_RUN_ID, TRIAL_KIND
 from study.tracking import StudyTracker
-from trainables.settings import first_line
+from trainables.errors import first_line
 
 log = logging.getLogger(__name__)
 

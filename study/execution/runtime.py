@@ -21,7 +21,7 @@ from study.execution.storage import StudyStore, is_uri
 from study.progress.quiet import quiet_ray_start, ray_init_options
 from study.tracking import StudyTracker
 from study.tracking.start import connect_tracking
-from trainables.settings import UserInputError, first_line
+from trainables.errors import UserInputError, first_line
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from study.execution.storage_guard import error_chain
 from study.names import STUDY_TAGS, TRIAL_CONFIG
 from study.spec import StudySpec, study_field_error
 from study.tracking import StudyTracker
-from trainables.settings import ConfigError, SettingError, UserInputError, first_line
+from trainables.errors import ConfigError, SettingError, UserInputError, first_line
 
 # where Tune logs each failed trial's traceback (ray/tune/execution/tune_controller.py)
 TUNE_CONTROLLER_LOGGER = "ray.tune.execution.tune_controller"

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
 from study.folder_names import check_name
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 
 def is_uri(path: str) -> bool:

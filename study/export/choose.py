@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from study.tracking.reading import StudyRecord
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 DEFAULT_METRIC = {"name": "dev_f1", "mode": "max"}
 

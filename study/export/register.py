@@ -22,7 +22,7 @@ from pathlib import Path
 from mlflow.exceptions import MlflowException
 
 from study.export.choose import ChosenTrial
-from trainables.settings import UserInputError, joined
+from trainables.errors import UserInputError, joined
 
 REGISTERED_ARTIFACT = "mlflow_model"  # beside the trial's `model/` (study.names.MODEL_ARTIFACT)
 TASK = "token-classification"

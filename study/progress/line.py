@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from study.names import PHASES
-from trainables.settings import printable
+from trainables.errors import printable
 
 log = logging.getLogger("study.progress")
 

@@ -6,7 +6,7 @@ are shown escaped (`trainables.errors.printable`); its line breaks stay."""
 
 import logging
 
-from trainables.settings import printable
+from trainables.errors import printable
 
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 LOG_DATE_FORMAT = "%H:%M:%S"

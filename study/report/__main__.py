@@ -18,14 +18,8 @@ from pathlib import Path
 from study.names import tracking_uri
 from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
 from study.report.build import write_report
-from trainables.settings import (
-    EXIT_BAD_INPUT,
-    OneLineParser,
-    UserInputError,
-    exit_codes,
-    joined,
-    leaving_quickly,
-)
+from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
+from trainables.errors import UserInputError, joined
 
 EXAMPLES = """examples:
   python -m study.report ner_depth                      # the newest finished ner_depth study

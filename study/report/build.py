@@ -34,7 +34,7 @@ from study.tracking.reading import (
     load_study_record,
 )
 from study.tracking.store import log_report
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
 HTML_PAGE = "report.html"

@@ -29,7 +29,8 @@ from threadpoolctl import threadpool_limits
 from study import stats
 from study.tracking.artifacts import read_fingerprints
 from study.tracking.reading import StudyRecord
-from trainables.settings import UserInputError, compare_pairs
+from trainables.errors import UserInputError
+from trainables.measures.fingerprints.compare import compare_pairs
 
 KINDS = ("seeds", "arms", "data")
 # Arm factors that change what a tagger learns from rather than how it is built: how much of

@@ -22,7 +22,7 @@ from study.plan import Arm, study_tags, trial_config
 from study.search._peak_model import fit_peaks
 from study.search.saved import SavedSearcher
 from study.spec import StudySpec
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
 

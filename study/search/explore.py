@@ -41,7 +41,7 @@ from study.search.optuna_storage import study_name, write_arm
 from study.search.record import SampleRecord
 from study.search.saved import SavedSearcher
 from study.spec import START_FROM, StudySpec, finite_points, make_sampler, next_drawer
-from trainables.settings import first_line
+from trainables.errors import first_line
 
 log = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -30,7 +30,7 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from study.search.optuna_internals import trial_id
 from study.search.record import SampleRecord
-from trainables.settings import UserInputError, first_line
+from trainables.errors import UserInputError, first_line
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from study.spec.distributions import Distribution
 from study.spec.document import Doc, FieldPath, count, is_int, show
 from study.spec.factors import Shape, allowed_part, check_layers
 from study.spec.validated import ConfirmPhase
-from trainables.settings import LAYER_FIELDS, ConfigError, SettingError, TrialConfig
+from trainables.errors import ConfigError, SettingError
+from trainables.settings import LAYER_FIELDS, TrialConfig
 
 
 def check_arms(

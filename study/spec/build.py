@@ -29,18 +29,14 @@ from study.spec.reading import find_study, read_study
 from study.spec.stages import check_stage_factor, locate_stage_data
 from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
 from study.spec.validated import Metric, StudySpec
+from trainables.data.sources import CORPUS_KINDS, SPLITS, UNTYPED, data_inputs
+from trainables.errors import ConfigError, ModelError
 from trainables.settings import (
-    CORPUS_KINDS,
     LAYOUTS,
     MAX_SEED,
-    SPLITS,
     TINY_CONFIG,
     TINY_MODEL,
-    UNTYPED,
-    ConfigError,
-    ModelError,
     TrialConfig,
-    data_inputs,
     evaluation_metrics,
     layout_of,
     longest_window,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from study.spec.keys import FACTORS
-from trainables.settings import ConfigError, joined
+from trainables.errors import ConfigError, joined
 
 FieldPath = tuple[str | int, ...]
 

@@ -14,6 +14,7 @@ from study.spec.document import Doc, FieldPath, count, is_int, show, suggest, te
 from study.spec.keys import FACTORS, SECTIONS, SET_AT_TOP
 from study.spec.limits import MAX_TRIALS
 from study.spec.stages import check_stage_list
+from trainables.errors import ConfigError, joined
 from trainables.settings import (
     BUDGET,
     DEPTH_FORMS,
@@ -22,13 +23,11 @@ from trainables.settings import (
     LAYER_FIELDS,
     RELATIVE_DEPTH,
     BudgetError,
-    ConfigError,
     TrialConfig,
-    bool_word,
     budget_shape,
-    joined,
     normalized,
 )
+from trainables.yaml_reading import bool_word
 
 _FIELD_TYPES = typing.get_type_hints(TrialConfig)
 # `grid: {reinit_heads: {...}}`, one arm per head: its keys, what each takes and is for

@@ -19,7 +19,8 @@ import yaml
 
 from study.spec.document import Doc, FieldPath, SpecError, dotted, show
 from study.spec.keys import TOP_LEVEL_KEYS
-from trainables.settings import joined, parse_value
+from trainables.errors import joined
+from trainables.yaml_reading import parse_value
 
 FORM = "expected KEY=VALUE with a dotted KEY into the study file, e.g. fixed.epochs=5"
 

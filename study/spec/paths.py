@@ -18,14 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from study.spec.document import Doc, FieldPath
-from trainables.settings import (
-    EMBEDDED_MODEL,
-    SPLITS,
-    TINY_MODEL,
-    ConllSource,
-    HuggingFaceSource,
-    looks_like_path,
-)
+from trainables.data.sources import SPLITS
+from trainables.data.sources.conll import ConllSource
+from trainables.data.sources.huggingface import HuggingFaceSource
+from trainables.settings import EMBEDDED_MODEL, TINY_MODEL, looks_like_path
 
 
 def model_location(doc: Doc, model: str, study_folder: Path) -> str:

@@ -21,7 +21,7 @@ from study.spec.validated import (
     ConfirmPhase,
     ExplorePhase,
 )
-from trainables.settings import bool_word
+from trainables.yaml_reading import bool_word
 
 # The keys of each part, with what they take and are for (docs/study-keys.md).
 PHASES_KEYS = {

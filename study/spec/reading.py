@@ -19,7 +19,9 @@ from study.folder_names import name_problem
 from study.spec.document import Doc, FieldPath, SpecError, dotted
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
-from trainables.settings import MAX_SETTINGS_BYTES, Loader, YamlLimitError, joined, read_bounded
+from trainables.errors import joined
+from trainables.input_files import MAX_SETTINGS_BYTES, read_bounded
+from trainables.yaml_reading import Loader, YamlLimitError
 
 # the studies shipped with the package: in a checkout a link to search_spaces/ at its root
 SEARCH_SPACES = Path(__file__).resolve().parents[1] / "search_spaces"

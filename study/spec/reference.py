@@ -17,7 +17,8 @@ from study.spec import distributions, phases, provenance
 from study.spec.build import METRIC_KEYS, MODEL_KEYS, RESOURCE_KEYS
 from study.spec.factors import COMPARE_KEYS, HEADS_SHORTHAND
 from study.spec.keys import SET_AT_TOP, TOP_LEVEL
-from trainables.settings import keys_inside_values, write_or_check
+from trainables.command_line import write_or_check
+from trainables.settings import keys_inside_values
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "study-keys.md"
 COMMAND = "python -m study.spec.reference"

@@ -18,15 +18,9 @@ from typing import Any
 
 from study.spec.document import Doc, FieldPath
 from study.spec.paths import data_locations
-from trainables.settings import (
-    INTERMEDIATE,
-    StageError,
-    TrialConfig,
-    UserInputError,
-    load_checked_splits,
-    stage_label,
-    stage_name,
-)
+from trainables.data.sources import load_checked_splits
+from trainables.errors import UserInputError
+from trainables.settings import INTERMEDIATE, StageError, TrialConfig, stage_label, stage_name
 
 # where a study file may write a list of stages: one per grid value, or one
 _LISTS = (("grid", INTERMEDIATE), ("fixed", INTERMEDIATE), ("compare", "baseline", INTERMEDIATE))

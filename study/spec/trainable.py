@@ -14,7 +14,8 @@ from typing import Any
 
 from study.spec.document import Doc
 from study.spec.factors import Shape, allowed_part
-from trainables.settings import SYNTHETIC, TAGGER, ConfigError, Surface, check_option
+from trainables.errors import ConfigError
+from trainables.settings import SYNTHETIC, TAGGER, Surface, check_option
 
 SYNTHETIC_MODEL = "synthetic"  # what a synthetic study records as its model
 ALLOWED = f"'{TAGGER}' (the default), '{SYNTHETIC}', or {{{SYNTHETIC}: {{option: value}}}}"

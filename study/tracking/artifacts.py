@@ -29,8 +29,8 @@ from mlflow.tracking import MlflowClient
 
 from study.names import FINGERPRINT_ARTIFACT, MODEL_ARTIFACT
 from study.tracking.store import StudyTracker
-from trainables.settings import FINGERPRINT_FILE as FILE_NAME
-from trainables.settings import MODEL_FOLDER, LayerFingerprint
+from trainables.measures.fingerprints import FILE_NAME, LayerFingerprint
+from trainables.training.trial_folder import MODEL_FOLDER
 
 log = logging.getLogger(__name__)
 

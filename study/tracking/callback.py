@@ -31,7 +31,8 @@ from study.tracking.store import (
     result_batches,
     trial_status,
 )
-from trainables.settings import FINAL_GAIN_RULE, first_line
+from trainables.errors import first_line
+from trainables.training.curves import FINAL_GAIN_RULE
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ import urllib.parse
 
 from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
 
-from trainables.settings import UserInputError, first_line, open_regular
+from trainables.errors import UserInputError, first_line
+from trainables.input_files import open_regular
 
 CONNECT_TIMEOUT_S = 10
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file

@@ -33,14 +33,9 @@ from study.names import (
     STUDY_KIND,
     STUDY_RUN_ID,
 )
-from trainables.settings import (
-    INTERMEDIATE,
-    INTERMEDIATE_STEPS,
-    PLATEAU_STOPPED,
-    UserInputError,
-    final_gain,
-    stage_name,
-)
+from trainables.errors import UserInputError
+from trainables.settings import INTERMEDIATE, INTERMEDIATE_STEPS, PLATEAU_STOPPED, stage_name
+from trainables.training.curves import final_gain
 
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 _URI_ENV = "MLFLOW_TRACKING_URI"  # what mlflow.set_tracking_uri also writes into os.environ

@@ -46,7 +46,8 @@ from study.spec import StudySpec
 from study.tracking.probe import probe_database, probe_server_store, shown_uri
 from study.tracking.reading import listed_code_versions
 from study.tracking.store import StudyTracker
-from trainables.settings import SYNTHETIC, TAGGER, UserInputError, first_line
+from trainables.errors import UserInputError, first_line
+from trainables.settings import SYNTHETIC, TAGGER
 
 log = logging.getLogger("study")
 

@@ -36,7 +36,7 @@ from study.names import (
 )
 from study.tracking.sqlite_journal import write_ahead
 from study.tracking.timing import timed
-from trainables.settings import first_line
+from trainables.errors import first_line
 
 log = logging.getLogger(__name__)
 Answer = TypeVar("Answer")

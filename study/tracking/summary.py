@@ -9,7 +9,7 @@ from collections import Counter, defaultdict
 
 from study.names import CONFIRM, RUN_KIND, STUDY_RUN_ID, TRIAL_KIND
 from study.tracking.store import StudyTracker
-from trainables.settings import printable
+from trainables.errors import printable
 
 
 def confirm_summary(tracker: StudyTracker, study_run: str, metric: str = "dev_f1") -> str:

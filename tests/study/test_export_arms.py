@@ -9,7 +9,7 @@ import pytest
 
 from study.export.choose import choose_trial, resolve_arm
 from study.tracking.reading import StudyRecord
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 
 def _record(arms: dict[str, dict], grid: dict) -> StudyRecord:

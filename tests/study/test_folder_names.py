@@ -22,7 +22,7 @@ from study.folder_names import (
 )
 from study.report.build import _replace
 from tests.study_helpers import run_in_process, study_command, write_synthetic_study
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 SURFACE = {"peak_f1": 0.8}
 

@@ -1,13 +1,16 @@
 """The import graph of study/ and trainables/, read from the source (nothing is imported): no
-import circle among their modules, study reaches into trainables only through the torch-free
-`trainables.settings` and the Tune entry point, trainables never imports study, the driver
-(execution, search, tracking) never imports the report, and trainables/ keeps at most 10
-modules at its top level (the rest live in packages by job)."""
+import circle among their modules, study reaches into trainables only through the Tune entry
+point and the torch-free modules `STUDY_MAY_IMPORT` names (a fresh interpreter checks that they
+load no torch), trainables never imports study, the driver (execution, search, tracking) never
+imports the report, and trainables/ keeps at most 10 modules at its top level (the rest live in
+packages by job)."""
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +18,26 @@ import pytest
 from tests.study_helpers import REPO
 
 PACKAGES = ("study", "trainables")
-# what study may import from trainables: the settings package and the Tune entry point
-STUDY_MAY_IMPORT = {"trainables.settings", "trainables.tune_adapter"}
+# what study may import from trainables, each from its own package: the Tune entry point, and
+# modules that load no torch, so that the driver plans a study and the report reads one without
+# it (docs/design.md, "Who owns what", names the same list)
+TUNE_ENTRY_POINT = "trainables.tune_adapter"
+STUDY_MAY_IMPORT = {
+    TUNE_ENTRY_POINT,
+    "trainables.settings",  # a trial's settings
+    "trainables.errors",  # errors fit for one line
+    "trainables.yaml_reading",  # the one YAML reading
+    "trainables.input_files",  # files a user names, read within limits
+    "trainables.command_line",  # the parser and options every command shares
+    "trainables.data.sources",  # a `data:` config checked and its splits read
+    "trainables.data.sources.conll",
+    "trainables.data.sources.huggingface",
+    "trainables.measures.fingerprints",  # a trial's layer fingerprint, read
+    "trainables.measures.fingerprints.compare",  # and compared
+    "trainables.training.curves",  # final_gain, the curve's last rise
+    "trainables.training.trial_folder",  # the trained tagger's folder name
+}
+HEAVY = ("torch", "transformers")
 MOST_TOP_LEVEL_MODULES = 10
 
 
@@ -87,7 +108,7 @@ def test_no_import_circle_among_study_and_trainables_modules():
         pytest.fail("import circle: " + " -> ".join(err.args[1]))
 
 
-def test_study_imports_only_the_settings_and_the_tune_entry_point_from_trainables():
+def test_study_imports_only_the_torch_free_modules_and_the_tune_entry_point_from_trainables():
     reaching = sorted(
         f"{name} imports {target}"
         for name, path in MODULES.items()
@@ -96,6 +117,29 @@ def test_study_imports_only_the_settings_and_the_tune_entry_point_from_trainable
         if target.split(".")[0] == "trainables" and target not in STUDY_MAY_IMPORT
     )
     assert not reaching, "\n".join(reaching)
+
+
+def test_what_study_may_import_loads_no_torch():
+    """The premise of the rule above, checked where it could break: a module on the list (or
+    one it imports) that starts importing torch fails here, not in a slow driver test."""
+    modules = sorted(STUDY_MAY_IMPORT - {TUNE_ENTRY_POINT})
+    code = (
+        f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
+        f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [], done.stdout
+
+
+def test_every_module_study_may_import_exists():
+    assert sorted(STUDY_MAY_IMPORT - MODULES.keys()) == []
+
+
+def test_design_md_names_what_study_may_import():
+    """The list is said in docs/design.md too; a module added here must be added there."""
+    design = (REPO / "docs" / "design.md").read_text()
+    assert sorted(m for m in STUDY_MAY_IMPORT if f"`{m}`" not in design) == []
 
 
 def test_trainables_never_imports_study():

@@ -208,7 +208,7 @@ def test_a_tracking_uri_file_that_is_no_sqlite_database_is_one_line_before_ray(
 @pytest.mark.parametrize("kind", ["text", "folder", "FIFO", "device"])
 def test_probe_refuses_a_sqlite_path_that_is_no_database(tmp_path, kind):
     from study.tracking.probe import probe_database
-    from trainables.settings import UserInputError
+    from trainables.errors import UserInputError
 
     path = {
         "text": lambda: _written(tmp_path / "x.db", "hello"),

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from trainables.settings.command_line import write_or_check
+from trainables.command_line import write_or_check
 from trainables.settings.config import (
     FIXED_ONLY,
     HELP_LINES,

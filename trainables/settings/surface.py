@@ -54,8 +54,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from trainables.errors import ConfigError
 from trainables.settings.budget import Budget, parse_budget
 from trainables.settings.layouts import RELATIVE_DEPTH
@@ -179,6 +177,8 @@ class Surface:
     ) -> tuple[float, float]:
         """(lr, F at the trial's last step) of the best learning rate in [low, high] on a
         log grid: the truth a search in that range is measured against (regret)."""
+        import numpy as np  # here: importing the settings loads no numpy (the driver's start)
+
         arm = self.arm(settings)
         budget = parse_budget(settings.get("budget"), settings.get("eval_every"))
         epochs, max_steps = settings.get("epochs", 3), settings.get("max_steps")

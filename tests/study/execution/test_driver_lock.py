@@ -26,7 +26,7 @@ from tests.study_helpers import (
     study_command,
     write_synthetic_study,
 )
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 SURFACE = {"peak_f1": 0.8}
 

@@ -18,7 +18,7 @@ from study.execution.state import (
 )
 from study.execution.storage import StudyStore
 from tests.study_helpers import run_in_process, study_command, write_study
-from trainables.settings import UserInputError
+from trainables.errors import UserInputError
 
 
 def _saved(store: StudyStore, state: dict) -> str:

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from trainables.data.sources._kinds import CorpusSource
 from trainables.data.sources.conll import read_conll
 from trainables.data.types import TaggedSentence
@@ -45,6 +43,8 @@ def _split_sizes(n: int) -> dict[str, int]:
 
 @functools.lru_cache(maxsize=1)
 def _wnut16_splits() -> dict[str, tuple[TaggedSentence, ...]]:
+    import numpy as np  # here: the settings and every kind of source load without numpy
+
     sentences = read_conll(wnut16_path())
     sizes = _split_sizes(len(sentences))
     order = np.random.default_rng(WNUT16_SPLIT_SEED).permutation(len(sentences))

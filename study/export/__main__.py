@@ -30,14 +30,8 @@ from study.folder_names import check_name, inside
 from study.names import MODEL_ARTIFACT, tracking_uri
 from study.tracking.artifacts import no_progress_bars
 from study.tracking.reading import StudyRecord, load_study_record
-from trainables.settings import (
-    EXIT_BAD_INPUT,
-    OneLineParser,
-    UserInputError,
-    exit_codes,
-    joined,
-    leaving_quickly,
-)
+from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
+from trainables.errors import UserInputError, joined
 
 EXAMPLES = """examples:
   python -m study.export ner_depth --arm depth=full-1 --seed 3

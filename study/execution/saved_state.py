@@ -14,7 +14,6 @@ the old searcher, which has nothing left to suggest: the study waits forever. Th
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import json
 import logging
@@ -24,13 +23,17 @@ from pathlib import Path
 import pyarrow.fs as pafs
 
 from study.execution.storage_uri import join_storage
+from study.search.tune_internals import (
+    EXPERIMENT_STATE_PATTERN,
+    staged_experiment,
+    wait_for_upload,
+)
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
 
 RESERVE_FILE = ".space-reserve"
 RESERVE_BYTES = 16 * 1024**2  # Tune's state for hundreds of trials is a few MB
-STATE_PATTERN = "experiment_state-*.json"
 
 
 class SpaceReserve:
@@ -65,16 +68,15 @@ def rewrite_from_staging(storage) -> bool:
     """Copy Tune's staged experiment files (state, searcher, callbacks) over the ones in
     storage; `storage` is a trial's Ray StorageContext. True when the stored state now reads
     back whole."""
-    staging = Path(storage.experiment_driver_staging_path)
-    target, fs = storage.experiment_fs_path, storage.storage_filesystem
+    experiment = staged_experiment(storage)
+    staging, target, fs = experiment.staging, experiment.target, experiment.fs
     # Tune's own upload may still be running; it ends, or fails on the full disk. This waits
     # for it only where the trial shares the driver's syncer: a trial made by a search
     # generator holds a deep copy with a syncer of its own, whose wait returns at once (a
     # local full disk fails Tune's upload at once too; storage_guard.py says the rest)
-    with contextlib.suppress(Exception):
-        storage.syncer.wait()
+    wait_for_upload(storage)
     files = sorted(p for p in staging.glob("*") if p.is_file()) if staging.is_dir() else []
-    staged = [p for p in files if fnmatch.fnmatch(p.name, STATE_PATTERN)]
+    staged = [p for p in files if fnmatch.fnmatch(p.name, EXPERIMENT_STATE_PATTERN)]
     if not staged or _damage(staged[-1].read_bytes()):
         log.warning("no whole experiment state staged in %s to write again", staging)
         return False
@@ -92,7 +94,7 @@ def _state_files(fs: pafs.FileSystem, experiment: str) -> list[str]:
     return sorted(
         info.base_name
         for info in fs.get_file_info(selector)
-        if fnmatch.fnmatch(info.base_name, STATE_PATTERN)
+        if fnmatch.fnmatch(info.base_name, EXPERIMENT_STATE_PATTERN)
     )
 
 

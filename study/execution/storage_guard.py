@@ -17,13 +17,12 @@ from ray.tune import Callback
 
 from study.execution.runtime import stop_ray
 from study.execution.saved_state import SpaceReserve, rewrite_from_staging
+from study.search.tune_internals import RAY_STORAGE_LOGGER, trial_storage
 from study.tracking import StudyTracker
 from study.tracking.callback import trial_error_text
 
 log = logging.getLogger(__name__)
 
-# where Ray logs a failed upload of Tune's state (ray/train/_internal/storage.py)
-RAY_STORAGE_LOGGER = "ray.train._internal.storage"
 NO_SPACE = ("No space left on device", f"[Errno {errno.ENOSPC}]", "Disk quota exceeded")
 
 
@@ -84,7 +83,7 @@ class StorageGuard(Callback):
     def _check(self, trial) -> None:
         line = _no_space_line(trial_error_text(trial))
         if line:
-            raise StorageFull(line, storage=getattr(trial, "storage", None))
+            raise StorageFull(line, storage=trial_storage(trial))
 
     def on_trial_recover(self, iteration, trials, trial, **info) -> None:
         self._check(trial)

@@ -29,7 +29,7 @@ from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
 from study.progress.callback import ProgressCallback
 from study.progress.quiet import logger_level, tune_verbosity
 from study.search import ExploreTrial
-from study.search.tune_internals import run_config_of
+from study.search.tune_internals import run_config_of, trial_folder
 from study.spec import StudySpec
 from study.tracking.callback import MlflowTrackingCallback
 from trainables.tune_adapter import train_tagger
@@ -224,7 +224,7 @@ def _drop_checkpoints(phase: str, trials: list) -> None:
     freed = 0
     for trial in trials:
         try:
-            freed += drop_checkpoints(trial.storage.storage_filesystem, trial.path)
+            freed += drop_checkpoints(*trial_folder(trial))
         except OSError as err:  # worth a line, never worth stopping the study
             log.warning("could not remove the checkpoints of %s: %s", trial.path, err)
     if freed:

@@ -1,4 +1,6 @@
-"""Every use the search package makes of Ray Tune beyond its public Searcher/Scheduler API.
+"""Every use the study makes of Ray Tune beyond its public API: the search package's, beyond
+the public Searcher/Scheduler API, and the execution package's, in Ray's storage of an
+experiment.
 
 Arm-aware pruning needs three things Tune does not offer publicly: Ray's ASHA judging a
 whole *sample* (several trials) as if it were one trial, a scheduler that looks at and stops
@@ -20,15 +22,27 @@ The assumptions:
   it), and `set_search_properties` keeps one that is already set;
 - a Tuner's `_local_tuner.get_run_config()` is the RunConfig its `fit` runs with, also for a
   restored Tuner (whose RunConfig Tune unpickled), so the driver can set the output of a
-  restored experiment (`run_config_of`).
+  restored experiment (`run_config_of`);
+- Tune saves an experiment's state as `experiment_state-<time>.json` in its folder
+  (`EXPERIMENT_STATE_PATTERN`, from `TuneController.CKPT_FILE_TMPL`);
+- a trial's `storage` is Ray's `StorageContext`, whose `experiment_driver_staging_path` is the
+  driver's local copy of the experiment's files, `experiment_fs_path` and `storage_filesystem`
+  where they are uploaded, and `syncer.wait()` waits for an upload under way
+  (`staged_experiment`, `wait_for_upload`); a trial's `path` is its folder in that filesystem
+  (`trial_folder`);
+- Ray's storage layer logs a failed upload on the logger `ray.train._internal.storage`
+  (`RAY_STORAGE_LOGGER`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import AsyncHyperBandScheduler, TrialScheduler
 
@@ -112,3 +126,44 @@ def run_config_of(tuner):
     Tune runs on the cluster and the driver cannot change it."""
     local = getattr(tuner, "_local_tuner", None)
     return local.get_run_config() if local is not None else None
+
+
+# --- Ray's storage of an experiment -------------------------------------------------------
+EXPERIMENT_STATE_PATTERN = "experiment_state-*.json"  # Tune's saved state of an experiment
+RAY_STORAGE_LOGGER = "ray.train._internal.storage"  # where Ray logs a failed upload
+
+
+@dataclass(frozen=True)
+class StagedExperiment:
+    """Where Tune writes an experiment's files before it uploads them, and where to."""
+
+    staging: Path  # on the driver's own disk
+    target: str  # the experiment's folder, a path in `fs`
+    fs: pafs.FileSystem
+
+
+def trial_storage(trial) -> Any:
+    """A trial's Ray StorageContext (None for an object that is no Tune trial)."""
+    return getattr(trial, "storage", None)
+
+
+def staged_experiment(storage) -> StagedExperiment:
+    """The staging folder and storage of the experiment that `storage` (a trial's Ray
+    StorageContext) belongs to."""
+    return StagedExperiment(
+        Path(storage.experiment_driver_staging_path),
+        storage.experiment_fs_path,
+        storage.storage_filesystem,
+    )
+
+
+def wait_for_upload(storage) -> None:
+    """Wait for an upload of the experiment's files under way through `storage`'s syncer; any
+    failure of it (the full disk it met) is for the caller's check of the files to find."""
+    with contextlib.suppress(Exception):
+        storage.syncer.wait()
+
+
+def trial_folder(trial) -> tuple[pafs.FileSystem, str]:
+    """The filesystem a Tune trial's folder is in, and its path there."""
+    return trial.storage.storage_filesystem, trial.path

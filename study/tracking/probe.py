@@ -16,8 +16,7 @@ from __future__ import annotations
 import os
 import urllib.parse
 
-from mlflow.store.db.db_types import DATABASE_ENGINES, SQLITE
-
+from study.tracking.mlflow_internals import DATABASE_ENGINES, SQLITE
 from trainables.errors import UserInputError, first_line
 from trainables.input_files import open_regular
 

@@ -11,6 +11,7 @@ import torch
 from trainables.model.embedding_gradient import RowGradientEmbedding
 from trainables.model.tagger import Tagger, param_groups
 from trainables.settings.config import TrialConfig
+from trainables.training.torch_internals import foreach_mul_, foreach_norm
 
 
 def lr_multiplier(schedule: str, warmup: int, total: int):
@@ -87,7 +88,7 @@ def clip_gradients(
     grads = [p.grad for p in parameters if p.grad is not None]
     rows = [written_rows(p, tables) for p in parameters if p.grad is not None]
     dense = [g for g, r in zip(grads, rows, strict=True) if r is None]
-    dense_norms = iter(torch._foreach_norm(dense, 2.0) if dense else [])
+    dense_norms = iter(foreach_norm(dense, 2.0) if dense else [])
     norms = [
         next(dense_norms) if r is None else torch.linalg.vector_norm(g.index_select(0, r))
         for g, r in zip(grads, rows, strict=True)
@@ -100,7 +101,7 @@ def clip_gradients(
         return
     factor = torch.clamp(factor, max=1.0)
     if dense:
-        torch._foreach_mul_(dense, factor)
+        foreach_mul_(dense, factor)
     for g, r in zip(grads, rows, strict=True):
         if r is not None:
             g.index_copy_(0, r, g.index_select(0, r).mul_(factor))

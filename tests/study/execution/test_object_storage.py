@@ -16,8 +16,9 @@ import psutil
 import pyarrow.fs as pafs
 import pytest
 
-from study.execution.saved_state import STATE_PATTERN, damaged_state
+from study.execution.saved_state import damaged_state
 from study.names import DRIVERS_TAG, WALL_TAG
+from study.search.tune_internals import EXPERIMENT_STATE_PATTERN
 from tests.servers import S3_ENV, s3_server, s3_unavailable_reason
 from tests.study_helpers import (
     SMALL_STUDY,
@@ -72,7 +73,8 @@ def _storage(s3, monkeypatch, endpoint_in_uri: bool) -> str:
 def _saved_states(s3) -> list[str]:
     """Tune's experiment states in the bucket, each checked to read back whole."""
     fs = pafs.S3FileSystem(endpoint_override=s3.endpoint, scheme="http", region="us-east-1")
-    folders = {str(Path(key).parent) for key in s3.keys(BUCKET) if Path(key).match(STATE_PATTERN)}
+    keys = [Path(key) for key in s3.keys(BUCKET)]
+    folders = {str(key.parent) for key in keys if key.match(EXPERIMENT_STATE_PATTERN)}
     for folder in folders:
         assert damaged_state(fs, f"{BUCKET}/{folder}") is None, folder
     return sorted(folders)
@@ -129,7 +131,7 @@ def _state_versions(s3) -> dict[str, str]:
     return {
         item["Key"]: item["ETag"]
         for item in listing.get("Contents", [])
-        if Path(item["Key"]).match(STATE_PATTERN)
+        if Path(item["Key"]).match(EXPERIMENT_STATE_PATTERN)
     }
 
 

@@ -133,3 +133,43 @@ def test_a_restored_tuner_runs_with_the_run_config_the_driver_changed(tmp_path):
     finally:
         ray.shutdown()
     assert len(seen.trials) == 1  # the callback set after restoring ran
+
+
+# --- Ray's storage of an experiment (study/execution/saved_state.py, storage_guard.py) ------
+def test_tune_names_its_saved_experiment_state_as_the_pattern_says():
+    import fnmatch
+
+    from study.search.tune_internals import EXPERIMENT_STATE_PATTERN
+
+    name = TuneController.CKPT_FILE_TMPL.format("2026-01-01_00-00-00")
+    assert fnmatch.fnmatch(name, EXPERIMENT_STATE_PATTERN), TuneController.CKPT_FILE_TMPL
+
+
+def test_a_trials_storage_context_says_where_its_experiment_is_staged_and_stored(tmp_path):
+    """`staged_experiment` and `wait_for_upload` read a trial's StorageContext; the staging
+    folder needs a running Ray, so only that it is still a property is checked for it."""
+    from ray.train._internal.storage import StorageContext
+
+    from study.search.tune_internals import trial_folder, trial_storage, wait_for_upload
+
+    staging = inspect.getattr_static(StorageContext, "experiment_driver_staging_path", None)
+    assert isinstance(staging, property), "StorageContext.experiment_driver_staging_path"
+    storage = StorageContext(storage_path=str(tmp_path), experiment_dir_name="exp")
+    assert storage.experiment_fs_path == str(tmp_path / "exp")
+    assert callable(storage.syncer.wait), "StorageContext.syncer.wait"
+    wait_for_upload(storage)
+    trial = Trial("__fake", config={}, storage=storage, stub=True)
+    assert trial_storage(trial) is trial.storage
+    trial.storage.trial_dir_name = "trial_0"
+    fs, path = trial_folder(trial)
+    assert fs is storage.storage_filesystem and path == str(tmp_path / "exp" / "trial_0")
+
+
+def test_ray_logs_a_failed_upload_on_the_quietened_logger():
+    import importlib
+
+    from study.search.tune_internals import RAY_STORAGE_LOGGER
+
+    module = importlib.import_module(RAY_STORAGE_LOGGER)  # the logger is named after it
+    assert module.logger.name == RAY_STORAGE_LOGGER, "Ray's storage module logs elsewhere"
+    assert hasattr(module, "StorageContext"), "Ray's storage layer moved"

@@ -67,6 +67,7 @@ from study.names import (
     default_tracking_uri,
     tracking_uri,
 )
+from study.outputs import DEFAULT_REPORTS, outputs_line, stores_closed
 from study.plan import StudyPlan, make_plan
 from study.precision import settle_precision
 from study.progress.line import StudyProgress
@@ -168,8 +169,8 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         # which only the target's results have (and Tune would otherwise refuse a result for)
         os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     if args.dry_run:  # the data read and checked as the real run reads it, nothing written
-        data_line = _checked_data(spec)
-        print(f"{make_plan(spec).describe()}\n  data read: {data_line}")
+        data_line = _checked_data(spec, planning=True)
+        print(f"{make_plan(spec).describe()}\n  data: {data_line}")
         return StudyOutcome(EXIT_OK, spec.name)
     spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec, held)
     tracker, ray_started = start_tracking_and_ray(
@@ -227,6 +228,8 @@ def _check_before_writing(
     _check_local_resources(args, spec)
     optuna_url = _optuna_storage(args, uri, store)
     plan = make_plan(spec)
+    optuna = optuna_url if spec.explore else None
+    log.info("%s", outputs_line(shown_uri(uri), store.root, args.reports, optuna))  # first
     log.info("plan: %s; precision %s", plan.summary(), state.precision)
     log.info("data: %s", data_line)
     log.info("results in %s; MLflow at %s%s", store.join(study_dir), shown_uri(uri),
@@ -253,17 +256,39 @@ def _check_local_resources(args: argparse.Namespace, spec: StudySpec) -> None:
     raise UserInputError(study_error(spec, args.overrides, ("resources", key), allowed))
 
 
-def _checked_data(spec: StudySpec) -> str:
+def _checked_data(spec: StudySpec, planning: bool = False) -> str:
     """The study's data, and every intermediate stage's, read and checked as its trials will
     read them, in a few words; a synthetic study reads none. The one check of the data of
-    the real run and of --dry-run, so both refuse the same input with the same line."""
-    if spec.synthetic:
+    the real run and of --dry-run, so both refuse the same input with the same line. One
+    difference, `planning` (--dry-run): a dataset the hub does not answer for (offline, or
+    no network here, as when a cluster's study is planned on a laptop) is said to be unread,
+    not refused; the run reads it before it writes anything, and refuses it then."""
+    try:
+        if spec.synthetic:
+            check_stage_data(spec.grid, spec.fixed)
+            return "none (synthetic trainable: learning curves from a formula, not a finding)"
+        splits, labels = load_checked_splits(spec.data)
         check_stage_data(spec.grid, spec.fixed)
-        return "none (synthetic trainable: learning curves from a formula, not a finding)"
-    splits, labels = load_checked_splits(spec.data)
-    check_stage_data(spec.grid, spec.fixed)
+    except UserInputError as err:
+        if planning and _unreachable(err):
+            return (f"not read here ({joined(str(err))}); the run reads it before it writes "
+                    "anything, and refuses it then if it is still out of reach")  # fmt: skip
+        raise
     return (f"{len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test "
             f"sentences, {len(labels)} labels")  # fmt: skip
+
+
+def _unreachable(err: BaseException) -> bool:
+    """Whether a data error came from a connection that failed (the `datasets` library raises
+    ConnectionError for a hub it cannot reach), not from the data."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ConnectionError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _run_study(
@@ -379,7 +404,7 @@ def _report_command(uri: str, study: str, study_run: str, reports: str, profile:
     command = f"python -m study.report {shlex.quote(study)} --run-id {study_run}"
     if uri != default_tracking_uri():
         command += f" --tracking-uri {shlex.quote(uri)}"
-    if reports.lower() not in (NO_REPORT, "reports"):
+    if reports.lower() != NO_REPORT and Path(reports) != Path(DEFAULT_REPORTS):
         command += f" --out {shlex.quote(str(report_folder(reports, study, profile)))}"
     return command
 
@@ -451,8 +476,8 @@ def _report(
 
 def command() -> int:
     """`python -m study.run` and the installed `study-run`: `main`, then an exit that skips
-    the interpreter's last garbage collection."""
-    return leaving_quickly(main())
+    the interpreter's last garbage collection, its sqlite stores closed first."""
+    return leaving_quickly(stores_closed(main()))
 
 
 if __name__ == "__main__":

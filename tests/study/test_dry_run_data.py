@@ -103,6 +103,29 @@ def test_dry_run_says_what_data_it_read(tmp_path, tiny_model, tiny_corpus):
     study = write_study(tmp_path, str(tiny_model), tiny_corpus)
     code, out, err = run_in_process(study_command(study, tmp_path, "--dry-run"))
     assert code == 0, err[-2000:]
-    read = [line for line in out.splitlines() if line.startswith("  data read: ")]
+    read = [line for line in out.splitlines() if line.startswith("  data: ")]
     assert len(read) == 1 and " train / " in read[0] and "labels" in read[0], out
+    assert _written(tmp_path) == []
+
+
+def test_dry_run_plans_a_study_whose_hub_dataset_is_out_of_reach(
+    tmp_path, tiny_model, tiny_corpus, monkeypatch
+):
+    """Planning a cluster's study on a laptop: a hub that does not answer is said, not
+    refused (exit 0); the real run refuses it (exit 2), before it writes anything."""
+    import datasets
+
+    def unreachable(name, *args, **kwargs):  # what `datasets` raises with no network
+        raise ConnectionError(f"Couldn't reach {name!r} on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    hub = {"hf": "someone/conll-like", "split": "train"}
+    study = write_study(tmp_path, str(tiny_model), {**tiny_corpus, "train": hub})
+    code, out, err = run_in_process(study_command(study, tmp_path, "--dry-run"))
+    assert code == 0, err[-2000:]
+    read = [line for line in out.splitlines() if line.startswith("  data: ")]
+    assert len(read) == 1 and read[0].startswith("  data: not read here (data.train.hf: "), out
+    assert "someone/conll-like" in read[0] and "ConnectionError" in read[0], read
+    code, out, err = run_in_process(study_command(study, tmp_path))
+    assert code == 2 and "cannot load dataset 'someone/conll-like'" in err, err[-2000:]
     assert _written(tmp_path) == []

@@ -42,10 +42,6 @@ from study.spec.samplers import (
 )
 from study.spec.validated import AshaSettings, ConfirmPhase, ExplorePhase, Metric, StudySpec
 
-# the names these two had when study.spec was one module; tests import them so
-_display = display_path
-_model_config = model_config
-
 __all__ = [
     "DEFAULT_SAMPLER", "FACTORS", "KINDS", "RANDOM_DRAW", "SAMPLERS", "SEARCH_SPACES", "SECTIONS",
     "SET_AT_TOP", "START_FROM", "TOP_LEVEL_KEYS", "AshaSettings", "Categorical", "ConfirmPhase",

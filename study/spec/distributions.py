@@ -9,14 +9,15 @@ checks that depend on the arm). `KINDS` is the registry the study file is read a
 new kind is a new class here, added to `KINDS`.
 
 Instances are plain data: a spec travels pickled inside the searcher that Tune saves with each
-experiment, and a study saved before the kinds were classes resumes too (see `__setstate__`).
+experiment (a study saved by code of another layout is refused on --resume:
+study/execution/state.py's LAYOUT_VERSION).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from optuna.distributions import (
@@ -59,15 +60,6 @@ class Distribution:
     def written_values(self) -> list[tuple[FieldPath, Any]]:
         """Each value it holds with where it is written, relative to the factor's mapping."""
         raise NotImplementedError
-
-    def __setstate__(self, state: dict) -> None:
-        # Before the kinds were classes a spec held `Distribution(kind, low, high, step,
-        # choices)`; unpickling such a saved study (--resume) makes the object its kind.
-        if type(self) is Distribution:
-            kind = KINDS[state["kind"]]
-            object.__setattr__(self, "__class__", kind)
-            state = {f.name: state[f.name] for f in fields(kind)}
-        self.__dict__.update(state)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from study.spec import _model_config
+from study.spec import model_config
 from tests.study_helpers import REPO, import_stages
 
 HEAVY = ("torch", "transformers", "seqeval", "sklearn")
@@ -54,12 +54,12 @@ def test_layer_count_read_from_config_json(tmp_path):
     (tmp_path / "config.json").write_text(
         json.dumps({"model_type": "distilbert", "n_layers": 5, "n_heads": 4})
     )
-    config = _model_config(str(tmp_path), hub_only=False)
+    config = model_config(str(tmp_path), hub_only=False)
     assert (config["n_layers"], config["n_heads"]) == (5, 4)
 
 
 def test_layer_count_falls_back_to_transformers_defaults(tmp_path):
     """A config.json may leave a count at its family default, which only transformers knows."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    config = _model_config(str(tmp_path), hub_only=False)
+    config = model_config(str(tmp_path), hub_only=False)
     assert (config["num_hidden_layers"], config["num_attention_heads"]) == (12, 12)

@@ -74,7 +74,7 @@ def drop(dotted: str):
 def error_line(err: Exception, path: Path) -> int:
     message = str(err)
     assert "\n" not in message, message
-    match = re.match(re.escape(spec._display(path)) + r":(\d+): ", message)
+    match = re.match(re.escape(spec.display_path(path)) + r":(\d+): ", message)
     assert match, message
     return int(match.group(1))
 

@@ -120,7 +120,8 @@ def test_yaml_syntax_error_has_line_and_column(tmp_path):
     with pytest.raises(SpecError) as caught:
         load_study(str(path))
     message = str(caught.value)
-    assert re.match(re.escape(spec._display(path)) + r":\d+:\d+: YAML syntax error: \S", message)
+    shown = re.escape(spec.display_path(path))
+    assert re.match(shown + r":\d+:\d+: YAML syntax error: \S", message)
     assert "\n" not in message
 
 

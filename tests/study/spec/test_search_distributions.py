@@ -6,14 +6,12 @@ classes."""
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from study import spec
 from study.plan import arms, make_plan, max_epochs
 from study.spec import (
     KINDS,
@@ -108,36 +106,3 @@ def test_specs_pickle_and_hash(searched):
     assert again == searched
     assert again.search["lr"].describe() == "loguniform[1e-05, 0.0003]"
     assert len({*searched.search.values(), *again.search.values()}) == 4
-
-
-def test_a_spec_saved_before_the_kinds_were_classes_still_loads(monkeypatch):
-    """Tune pickles the searcher, and with it the spec, into each phase's saved state; one
-    saved by older code holds `study.spec.Distribution(kind, low, high, step, choices)`."""
-
-    @dataclass(frozen=True)
-    class Distribution:  # the old class, pickled under its old name
-        kind: str
-        low: float | int | None = None
-        high: float | int | None = None
-        step: int | None = None
-        choices: tuple | None = None
-
-    Distribution.__module__, Distribution.__qualname__ = "study.spec", "Distribution"
-    monkeypatch.setattr(spec, "Distribution", Distribution)
-    saved = pickle.dumps(
-        {
-            "lr": Distribution("loguniform", low=1.0e-5, high=3.0e-4),
-            "warmup_ratio": Distribution("uniform", low=0.0, high=0.2),
-            "epochs": Distribution("int", low=1, high=5, step=2),
-            "batch_size": Distribution("categorical", choices=(8, 32, 16)),
-        }
-    )
-    monkeypatch.undo()
-    loaded = pickle.loads(saved)
-    assert loaded == {
-        "lr": LogUniform(1.0e-5, 3.0e-4),
-        "warmup_ratio": Uniform(0.0, 0.2),
-        "epochs": IntRange(1, 5, 2),
-        "batch_size": Categorical((8, 32, 16)),
-    }
-    assert loaded["epochs"].to_optuna() == IntDistribution(1, 5, step=2)

@@ -12,6 +12,7 @@ from ray.tune import Callback
 
 from study.progress.line import StudyProgress, TrialView
 from study.search.tune_internals import FINISHED_STATES, RUNNING, status_of, study_tags_of
+from trainables.settings import TRIAL_CONFIG, TrialConfig, stage_prefix
 
 TIME_KEY = "time_total_s"  # Ray's training time of a trial, kept across restarts
 UPDATE_EVERY_S = 0.5  # the line is redrawn at most once a second on a terminal
@@ -37,6 +38,7 @@ class ProgressCallback(Callback):
         self._finished: dict[str, TrialView | None] = {}  # trial id -> its final view
         self._ended: set[str] = set()  # trials Tune reported complete or failed
         self._restored: set[str] | None = None  # finished at the first update
+        self._settings: dict[str, TrialConfig | None] = {}  # trial id -> its checked settings
 
     def __getstate__(self) -> dict:
         return {
@@ -46,6 +48,7 @@ class ProgressCallback(Callback):
             "_finished": {},
             "_ended": set(),
             "_restored": None,
+            "_settings": {},
         }
 
     def on_step_end(self, iteration, trials, **info) -> None:
@@ -88,6 +91,8 @@ class ProgressCallback(Callback):
         state = self._state(trial)
         result = trial.last_result or {}
         value = result.get(self.progress.metric)
+        settings = self._settings_of(trial)
+        epoch, stage = epoch_reached(settings, result)
         return TrialView(
             key=trial.trial_id,
             phase=tags["phase"],
@@ -97,7 +102,20 @@ class ProgressCallback(Callback):
             completed=state == "finished" and bool(result.get("final")),
             value=float(value) if isinstance(value, int | float) else None,
             seconds=float(result.get(TIME_KEY, 0.0)),
+            epoch=epoch,
+            epochs_planned=epochs_planned(settings, result) if stage is None else None,
+            stage=stage,
         )
+
+    def _settings_of(self, trial) -> TrialConfig | None:
+        """The trial's settings, checked once (they do not change while it runs)."""
+        if trial.trial_id not in self._settings:
+            try:
+                settings = TrialConfig.from_dict(dict(trial.config.get(TRIAL_CONFIG) or {}))
+            except Exception:  # noqa: BLE001 - the line goes on without the trial's bound
+                settings = None
+            self._settings[trial.trial_id] = settings
+        return self._settings[trial.trial_id]
 
     def _state(self, trial) -> str:
         status = status_of(trial)
@@ -105,3 +123,33 @@ class ProgressCallback(Callback):
         if status in FINISHED_STATES and ended:
             return "finished"
         return "running" if status == RUNNING else "waiting"
+
+
+def epoch_reached(settings: TrialConfig | None, result: dict) -> tuple[float | None, int | None]:
+    """How far a trial's training is by its last result: the epoch (fractional; None before
+    its first evaluation) and, while it trains an intermediate stage, that stage's index
+    (None: the target). A stage's results name its epoch `stage<i>_epoch`."""
+    if isinstance(result.get("epoch"), int | float):
+        return float(result["epoch"]), None
+    for index in range(_stages(settings)):
+        epoch = result.get(f"{stage_prefix(index)}epoch")
+        if isinstance(epoch, int | float):
+            return float(epoch), index
+    return None, None
+
+
+def epochs_planned(settings: TrialConfig | None, result: dict) -> float | None:
+    """The epochs a trial trains at most (its `epochs`, its step budget or until_plateau's
+    max_epochs, capped by max_steps: `TrialConfig.planned_steps`), measured with the batches
+    per epoch its last result shows (step / epoch); None before its first evaluation, and for
+    a trial with intermediate stages, whose steps count the stages' too."""
+    step, epoch = result.get("step"), result.get("epoch")
+    if settings is None or _stages(settings) or not step or not epoch:
+        return None
+    per_epoch = max(1, round(float(step) / float(epoch)))
+    return settings.planned_steps(per_epoch) / per_epoch
+
+
+def _stages(settings: TrialConfig | None) -> int:
+    """A trial's intermediate stages (trainables/training/stages.py)."""
+    return len(settings.intermediate or []) if settings is not None else 0

@@ -1,13 +1,17 @@
 """One line that says how far a study is, instead of Ray's tables.
 
-    explore 6/8 (2 running) | confirm 0/4 | best depth=3: dev_loss 0.8347 | 1m12s, ETA 1m40s
+    explore 6/8 (2 running: epoch 3.1/8, 0.4/8) | confirm 0/4 | best depth=3: dev_loss 0.8347
+    | 1m12s, ETA 1m40s
 
-Trials finished of those planned per phase (confirm rounds may stop early, so its count is
-at most), the trials running, the best arm so far by the study metric (the best sample mean of
-its completed trials, in the latest phase that has any), the time since the study started and
-an ETA from measured trial times: a trial still to run is expected to take as long as the
-finished trials of its phase took (before a phase has any, as long as the completed trials so
-far), spread over the trials that run at once.
+(one line on the terminal). Trials finished of those planned per phase (confirm rounds may
+stop early, so its count is at most), the trials running with the epoch each has reached by
+its last evaluation of the epochs it trains at most (so a phase of long trials moves before
+its first trial ends; `0.4 in stage 0` for a trial still in an intermediate stage), the best
+arm so far by the study metric (the best sample mean of its completed trials, in the latest
+phase that has any), the time since the study started and an ETA from measured trial times: a
+trial still to run is expected to take as long as the finished trials of its phase took
+(before a phase has any, as long as the completed trials so far), spread over the trials that
+run at once.
 
 On a terminal the line is rewritten in place (at most once a second) and cleared before any
 log line, so the `trial finished:` lines scroll above it; elsewhere (a log file, CI) it is
@@ -33,6 +37,7 @@ log = logging.getLogger("study.progress")
 
 CLEAR = "\r\x1b[K"  # back to the line's start, erase it
 TERMINAL_EVERY_S = 1.0
+RUNNING_SHOWN = 4  # running trials whose epoch the line shows; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,9 @@ class TrialView:
     completed: bool  # trained to its end (not pruned, not errored)
     value: float | None  # the study metric of its last result
     seconds: float  # training time so far
+    epoch: float | None = None  # the epoch its last evaluation reached (None: none yet)
+    epochs_planned: float | None = None  # the epochs it trains at most (None: unknown)
+    stage: int | None = None  # the intermediate stage `epoch` counts in (None: the target)
 
 
 class StudyProgress:
@@ -138,9 +146,9 @@ class StudyProgress:
         return [v for v in self.current.values() if v.phase == phase and v.state == "running"]
 
     def _phase_part(self, phase: str) -> str:
-        running = len(self._running(phase))
+        running = self._running(phase)
         text = f"{phase} {self._finished(phase)}/{self.planned[phase]}"
-        return text + (f" ({running} running)" if running else "")
+        return text + (f" ({running_part(running)})" if running else "")
 
     def _best(self) -> str | None:
         """The best arm so far: its best sample's mean over completed seeds, in the latest
@@ -225,6 +233,21 @@ class _ClearBeforeLogs(logging.Filter):
         for handler in self.handlers:
             handler.removeFilter(self)
         self.handlers = []
+
+
+def running_part(running: list[TrialView], shown: int = RUNNING_SHOWN) -> str:
+    """`2 running: epoch 3.1/8, 0.4/8`: how many trials run, and how far the first `shown`
+    of them are (a trial yet to report is at epoch 0)."""
+    where = [_position(view) for view in running[:shown]]
+    more = [f"+{len(running) - shown} more"] if len(running) > shown else []
+    return f"{len(running)} running: epoch {', '.join(where + more)}"
+
+
+def _position(view: TrialView) -> str:
+    text = f"{view.epoch or 0.0:.1f}"
+    if view.stage is not None:
+        return f"{text} in stage {view.stage}"
+    return text + (f"/{view.epochs_planned:.3g}" if view.epochs_planned else "")
 
 
 def _duration(seconds: float) -> str:

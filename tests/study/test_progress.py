@@ -1,7 +1,8 @@
 """The study's progress line: counts per phase, the best arm so far, elapsed time and an ETA
 from measured trial times; drawn in place on a terminal, logged once a minute elsewhere. The
 callback that feeds it from Tune counts only trials that ended. (The real command line's
-output is checked in tests/study/test_study_run.py.)"""
+output is checked in tests/study/test_study_run.py.) Running trials show the epoch their last
+evaluation reached of the epochs they train at most, so the line moves before a trial ends."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 from ray.tune.experiment import Trial
 
 from study.names import STUDY_TAGS
-from study.progress.callback import TIME_KEY, ProgressCallback
-from study.progress.line import CLEAR, StudyProgress, TrialView
+from study.progress.callback import TIME_KEY, ProgressCallback, epoch_reached, epochs_planned
+from study.progress.line import CLEAR, StudyProgress, TrialView, running_part
+from trainables.settings import TRIAL_CONFIG, TrialConfig
 
 
 class Clock:
@@ -30,8 +32,8 @@ class Terminal(io.StringIO):
 
 
 def view(key, phase="explore", arm="depth=6", sample=0, state="finished", completed=True,
-         value=0.5, seconds=100.0) -> TrialView:  # fmt: skip
-    return TrialView(key, phase, arm, sample, state, completed, value, seconds)
+         value=0.5, seconds=100.0, **at) -> TrialView:  # fmt: skip
+    return TrialView(key, phase, arm, sample, state, completed, value, seconds, **at)
 
 
 @pytest.fixture
@@ -52,11 +54,14 @@ def test_counts_best_arm_elapsed_and_eta(clock):
         view("c", arm="depth=5", sample=1, value=0.65, seconds=60.0),
         view("d", arm="depth=5", sample=1, state="finished", completed=False, value=0.1,
              seconds=20.0),  # pruned: it counts as finished, not towards the best arm
-        view("e", state="running", completed=False, seconds=30.0),
+        view("e", state="running", completed=False, seconds=30.0, epoch=1.25,
+             epochs_planned=3.0),
         view("f", state="waiting", completed=False, seconds=0.0),
     ])  # fmt: skip
     text = line.line()
-    assert text.startswith("explore 4/8 (1 running) | confirm 0/4 | best depth=5: dev_f1 0.6500")
+    assert text.startswith(
+        "explore 4/8 (1 running: epoch 1.2/3) | confirm 0/4 | best depth=5: dev_f1 0.6500"
+    )
     # explore trials took 70 s on average: 3 still to start, 40 s left of the running one;
     # confirm runs 4 at the completed trials' mean, 86.7 s: 596.7 s of work, two at a time
     assert text.endswith("| 2m10s, ETA 4m58s")
@@ -76,7 +81,7 @@ def test_minimised_metric_and_no_eta_before_any_trial_finished(clock):
     line = StudyProgress({"explore": 2}, "dev_loss", "min", clock=clock, terminal=False)
     line.experiment_started(at_once=1)
     line.update([view("a", state="running", completed=False, value=None)])
-    assert line.line() == "explore 0/2 (1 running) | 0s"
+    assert line.line() == "explore 0/2 (1 running: epoch 0.0) | 0s"  # nothing reported yet
     line.update([view("a", value=0.9), view("b", arm="depth=5", value=0.4)])
     assert "best depth=5: dev_loss 0.4000" in line.line()
 
@@ -129,10 +134,11 @@ def test_a_terminal_gets_one_line_rewritten_in_place(clock, caplog):
 class FakeTrial:
     """What the callback reads of a Tune trial: its id, status, study tags and last result."""
 
-    def __init__(self, trial_id: str, status: str):
+    def __init__(self, trial_id: str, status: str, result: dict | None = None):
         self.trial_id, self.status = trial_id, status
         self.config = {STUDY_TAGS: {"phase": "explore", "arm": "depth=6", "sample": 0}}
-        self.last_result = {"dev_f1": 0.5, "final": True, TIME_KEY: 10.0}
+        final = {"dev_f1": 0.5, "final": True, TIME_KEY: 10.0}
+        self.last_result = final if result is None else result
 
 
 def test_trials_stopped_by_ctrl_c_are_not_counted_as_finished(clock):
@@ -155,3 +161,64 @@ def test_trials_stopped_by_ctrl_c_are_not_counted_as_finished(clock):
     callback.on_experiment_end(trials)
     line.experiment_ended()
     assert line.line().startswith("explore 3/8 | confirm 0/4"), line.line()
+
+
+def test_running_trials_show_the_epoch_of_their_last_evaluation():
+    """What moves while no trial has ended: each running trial's epoch of its bound, a trial
+    in an intermediate stage its stage, and past four trials a count."""
+    running = [
+        view("a", state="running", epoch=3.1, epochs_planned=8.0),
+        view("b", state="running", epoch=2.44, epochs_planned=2.97),
+        view("c", state="running", epoch=0.5, stage=0),
+        view("d", state="running"),  # yet to report
+    ]
+    assert running_part(running) == "4 running: epoch 3.1/8, 2.4/2.97, 0.5 in stage 0, 0.0"
+    more = running + [view(k, state="running", epoch=1.0) for k in "ef"]
+    assert running_part(more) == ("6 running: epoch 3.1/8, 2.4/2.97, 0.5 in stage 0, 0.0, +2 more")
+
+
+def test_the_line_moves_as_a_running_trial_reports(clock):
+    """Intermediate results of running trials, through the callback, change the line before
+    any trial ends (the study's first minutes used to read `explore 0/12 (2 running)`)."""
+    line = StudyProgress({"explore": 12}, "dev_f1", "max", clock=clock, terminal=False)
+    callback = ProgressCallback(line, every_s=0.0)
+    trials = [FakeTrial(name, Trial.RUNNING, result={}) for name in ("a", "b")]
+    for trial in trials:
+        trial.config[TRIAL_CONFIG] = {"epochs": 8, "lr": 1e-4}
+    line.experiment_started(at_once=2)
+    callback.on_step_end(0, trials)
+    assert line.line().startswith("explore 0/12 (2 running: epoch 0.0, 0.0) |")
+    trials[0].last_result = {"step": 310, "epoch": 3.1, "dev_f1": 0.3, TIME_KEY: 60.0}
+    trials[1].last_result = {"step": 240, "epoch": 2.4, "dev_f1": 0.2, TIME_KEY: 50.0}
+    callback.on_step_end(1, trials)
+    assert line.line().startswith("explore 0/12 (2 running: epoch 3.1/8, 2.4/8) |"), line.line()
+
+
+def _settings(**values) -> TrialConfig:
+    return TrialConfig.from_dict({"lr": 1e-4, **values})
+
+
+@pytest.mark.parametrize(
+    "values, planned",
+    [
+        ({"epochs": 8}, 8.0),  # epochs
+        ({"epochs": 8, "max_steps": 250}, 2.5),  # capped by max_steps
+        ({"budget": {"steps": 630}}, 6.3),  # a step budget, in this trial's epochs
+        ({"budget": {"until_plateau": {"patience": 2, "max_epochs": 12}}}, 12.0),
+    ],
+)
+def test_a_trials_epoch_bound_is_the_steps_it_trains_at_most(values, planned):
+    result = {"step": 150, "epoch": 1.5}  # 100 batches an epoch
+    assert epochs_planned(_settings(**values), result) == pytest.approx(planned)
+    assert epoch_reached(_settings(**values), result) == (1.5, None)
+
+
+def test_a_staged_trial_shows_its_stage_and_no_bound():
+    stage = {"name": "spans", "data": {"embedded": "wnut16", "untyped": True}, "epochs": 1}
+    settings = _settings(intermediate=[stage])
+    in_stage = {"stage": 0.0, "step": 40, "stage0_epoch": 0.4}
+    assert epoch_reached(settings, in_stage) == (0.4, 0)
+    target = {"step": 140, "epoch": 0.5}  # its step counts the stage's steps too
+    assert epoch_reached(settings, target) == (0.5, None)
+    assert epochs_planned(settings, target) is None
+    assert epochs_planned(_settings(epochs=3), {}) is None  # before its first evaluation

@@ -345,6 +345,19 @@ class TrialConfig:
         """The checked `budget` (None: train `epochs`); a BudgetError names the sub-key."""
         return parse_budget(self.budget, self.eval_every)
 
+    def planned_steps(self, batches_per_epoch: int) -> int:
+        """Optimizer steps at most (what the lr schedule spans) at `batches_per_epoch`:
+        `epochs` of them, or the `budget`'s steps, or its `until_plateau.max_epochs`, capped by
+        `max_steps` (trainables/settings/budget.py). The trial trains this many; the study's
+        progress line counts a running trial's epochs against it."""
+        total = self.epochs * batches_per_epoch
+        budget = self.parsed_budget()
+        if budget is not None and budget.steps is not None:
+            total = budget.steps
+        elif budget is not None and budget.until_plateau is not None:
+            total = budget.until_plateau.max_epochs * batches_per_epoch
+        return min(total, self.max_steps) if self.max_steps else total
+
     @property
     def metric_name(self) -> str:
         return self.metric["name"]

@@ -35,15 +35,7 @@ def step_budget(cfg: TrialConfig, train_windows: int) -> tuple[int, int]:
     of them, or the `budget`'s steps, or its `until_plateau.max_epochs`, capped by
     `max_steps` (trainables/settings/budget.py)."""
     batches_per_epoch = math.ceil(train_windows / cfg.batch_size)
-    total_steps = cfg.epochs * batches_per_epoch
-    budget = cfg.parsed_budget()
-    if budget is not None and budget.steps is not None:
-        total_steps = budget.steps
-    elif budget is not None and budget.until_plateau is not None:
-        total_steps = budget.until_plateau.max_epochs * batches_per_epoch
-    if cfg.max_steps:
-        total_steps = min(total_steps, cfg.max_steps)
-    return batches_per_epoch, total_steps
+    return batches_per_epoch, cfg.planned_steps(batches_per_epoch)
 
 
 def make_optimizer(

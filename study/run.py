@@ -24,6 +24,7 @@ import shlex
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from study.catalog import listing, study_entries
 from study.command_line import (
@@ -34,31 +35,6 @@ from study.command_line import (
     NO_REPORT,
     parse_args,
 )
-from study.execution import (
-    PhaseContext,
-    SpaceReserve,
-    StudyStore,
-    check_address,
-    every_trial_failed,
-    failure_reason,
-    is_storage_full,
-    is_storage_unreachable,
-    local_resources,
-    ray_stopped_meanwhile,
-    refused_settings,
-    refused_settings_line,
-    run_phases,
-    settle_failed_study,
-    settle_full_storage,
-    settle_refused_settings,
-    settle_unreachable_storage,
-    start_tracking_and_ray,
-    study_folder,
-    too_large,
-    unplaceable_on_cluster,
-)
-from study.execution.driver_lock import DriverLock
-from study.execution.state import StudyState, write_state
 from study.folder_names import check_replaceable, report_folder
 from study.names import (
     EXPLORE,
@@ -72,17 +48,18 @@ from study.precision import settle_precision
 from study.progress.line import StudyProgress
 from study.progress.log_format import log_to_terminal
 from study.progress.quiet import quiet_driver
-from study.search.optuna_storage import check_storage, default_storage, study_name
 from study.spec import StudySpec, check_same_overrides, load_study, study_error
 from study.spec.stages import check_stage_data, study_stages
-from study.tracking import StudyTracker
-from study.tracking.probe import shown_uri
-from study.tracking.start import DriverTime, open_study_runs, probe_tracking
-from study.tracking.store import patiently
-from study.tracking.summary import confirm_summary
 from trainables.command_line import EXIT_BAD_INPUT, leaving_quickly
 from trainables.data.sources import load_checked_splits
 from trainables.errors import UserInputError, first_line, joined
+
+if TYPE_CHECKING:  # the driver's Ray, Tune and MLflow: imported where a study runs, so that
+    # --help, --list and a bad command line answer without them (tests/test_help_time.py)
+    from study.execution import PhaseContext, StudyStore
+    from study.execution.state import StudyState
+    from study.tracking import StudyTracker
+    from study.tracking.start import DriverTime
 
 log = logging.getLogger("study")
 
@@ -162,6 +139,10 @@ def _set_up_driver(verbose: bool) -> None:
 
 
 def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
+    from study.execution import PhaseContext, start_tracking_and_ray, unplaceable_on_cluster
+    from study.execution.state import write_state
+    from study.tracking.start import open_study_runs
+
     spec = load_study(args.study, args.profile, overrides=args.overrides)
     if study_stages(spec.grid, spec.fixed):
         # an intermediate stage reports its metrics as stage<i>_..., without the study metric,
@@ -207,6 +188,11 @@ def _check_before_writing(
     data is read), the data, the cluster's address, the Optuna storage. The spec with its one
     precision settled (study/precision.py) and its plan, the store, this invocation's folder
     in it, the study's state, the tracking URI and the Optuna storage URL."""
+    from study.execution import StudyStore, check_address, study_folder
+    from study.execution.driver_lock import DriverLock
+    from study.tracking.probe import shown_uri
+    from study.tracking.start import probe_tracking
+
     store = StudyStore(args.storage)
     profile = spec.profile or args.profile
     uri = tracking_uri(args.tracking_uri)
@@ -238,6 +224,8 @@ def _check_local_resources(args: argparse.Namespace, spec: StudySpec) -> None:
     """A trial that needs more CPUs or GPUs than the local Ray will ever have would wait
     forever for a place: refused at the `resources` line. A joined cluster is not checked
     here (see `unplaceable_on_cluster`)."""
+    from study.execution import local_resources, too_large
+
     if args.address:
         return
     have = local_resources(args.num_cpus)
@@ -297,6 +285,23 @@ def _run_study(
 ) -> StudyOutcome:
     """Run the phases, then summarise and report, stopping the Ray started for them meanwhile;
     the exit code says how it ended."""
+    from study.execution import (
+        SpaceReserve,
+        failure_reason,
+        is_storage_full,
+        is_storage_unreachable,
+        ray_stopped_meanwhile,
+        refused_settings,
+        refused_settings_line,
+        run_phases,
+        settle_full_storage,
+        settle_refused_settings,
+        settle_unreachable_storage,
+    )
+    from study.tracking.start import DriverTime
+    from study.tracking.store import patiently
+    from study.tracking.summary import confirm_summary
+
     spec, store, study_run = context.spec, context.store, context.study_run
     resume = _resume_line(spec.name, state.profile, state.overrides)
     ended = StudyOutcome(EXIT_OK, spec.name, study_run, context.tracking_uri, resume=resume)
@@ -350,6 +355,8 @@ def _run_study(
 
 def _every_trial_failed(tracker: StudyTracker, study_run: str) -> str | None:
     """For a study whose every trial failed, the line that names the first one's error."""
+    from study.execution import every_trial_failed
+
     first = every_trial_failed(tracker, study_run)
     if first is None:
         return None
@@ -366,6 +373,8 @@ def _failed(
 ) -> StudyOutcome:
     """End a study that failed: its MLflow runs FAILED (why in the study run's `error` tag),
     Ray stopped, one line, EXIT_FAILED."""
+    from study.execution import settle_failed_study
+
     line = joined(f"the study failed: {why}; no report made, what ran is in MLflow (study run "
                   f"{context.study_run})")  # fmt: skip
     settle_failed_study(tracker, context.study_run, context.arm_runs,
@@ -383,6 +392,8 @@ def _finish_and_report(
 ) -> tuple[Path | None, str | None]:
     """The finished study's state in MLflow and its report: the report's folder (None
     without one), and the line that says the report failed (None when it did not)."""
+    from study.tracking.store import patiently
+
     spec, study_run, uri = context.spec, context.study_run, context.tracking_uri
     finished = {"state": "finished", **driver_time.tags()}
     patiently(lambda: tracker.set_tags(study_run, finished), uri)
@@ -408,6 +419,8 @@ def _report_command(uri: str, study: str, study_run: str, reports: str, profile:
 
 def _optuna_storage(args: argparse.Namespace, uri: str, store: StudyStore) -> str | None:
     """Where the explore samples are copied for Optuna's tools (None: nowhere)."""
+    from study.search.optuna_storage import check_storage, default_storage
+
     if args.optuna_storage is not None:
         if args.optuna_storage.lower() == "none":
             return None
@@ -422,6 +435,8 @@ def _optuna_storage(args: argparse.Namespace, uri: str, store: StudyStore) -> st
 
 def _optuna_tags(url: str | None, study_dir: str, spec: StudySpec) -> dict[str, str]:
     """Where the explore samples are in Optuna's storage, for the study run's tags."""
+    from study.search.optuna_storage import study_name
+
     if not url or spec.explore is None:
         return {}
     return {OPTUNA_TAG: url, OPTUNA_STUDIES_TAG: study_name(study_dir, EXPLORE, "<arm>")}

@@ -290,7 +290,7 @@ import study
 note("import study")
 from study import load_trials, load_verdicts
 note("readers")
-import study.report
+import study.report.build
 note("report")
 import study.run
 from study.spec import load_study

@@ -12,6 +12,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -20,10 +21,11 @@ from trainables.errors import TrainingDiverged, UserInputError, joined
 from trainables.input_files import MAX_SETTINGS_BYTES, read_bounded
 from trainables.settings.config import TrialConfig
 from trainables.settings.stage_config import STAGE_KEY, stage_prefix
-from trainables.training.stages import StagedTrial
-from trainables.training.train import Trial
-from trainables.training.trials import new_trial
 from trainables.yaml_reading import load_yaml, parse_value
+
+if TYPE_CHECKING:  # the trainer loads torch: imported once the command line is read (--help)
+    from trainables.training.stages import StagedTrial
+    from trainables.training.train import Trial
 
 log = logging.getLogger("trainables.training.train")  # the logger a trial's own lines go to
 # what main turns into one `error:` line and exit 2
@@ -104,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     started = time.time()
+    from trainables.training.trials import new_trial  # torch and transformers: seconds
+
     try:
         trial = new_trial(read_settings(args.config, args.overrides))
         if args.resume:

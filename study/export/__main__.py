@@ -19,19 +19,17 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
-
-from study.export.choose import ChosenTrial, choose_trial
-from study.export.provenance import folder_labels, provenance, write_provenance
-from study.export.register import register_folder
 from study.folder_names import check_name, inside
 from study.names import MODEL_ARTIFACT, tracking_uri
-from study.tracking.artifacts import no_progress_bars
-from study.tracking.reading import StudyRecord, load_study_record
 from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
 from trainables.errors import UserInputError, joined
+
+if TYPE_CHECKING:  # MLflow and the trial readers: imported once the command line is read, so that
+    # --help and a bad command line answer without them (tests/test_help_time.py)
+    from study.export.choose import ChosenTrial
+    from study.tracking.reading import StudyRecord
 
 EXAMPLES = """examples:
   python -m study.export ner_depth --arm depth=full-1 --seed 3
@@ -97,6 +95,12 @@ def _check_out(out: Path) -> None:
 def download_model(uri: str, record: StudyRecord, chosen: ChosenTrial, out: Path) -> None:
     """The run's `model/` artifact into `out`, whole or not at all, with its provenance
     (study/export/provenance.py)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from study.export.provenance import folder_labels, provenance, write_provenance
+    from study.tracking.artifacts import no_progress_bars
+
     _check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
@@ -126,6 +130,10 @@ def download_model(uri: str, record: StudyRecord, chosen: ChosenTrial, out: Path
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from study.export.choose import choose_trial  # MLflow and pandas: after --help
+    from study.export.register import register_folder
+    from study.tracking.reading import load_study_record
+
     uri = tracking_uri(args.tracking_uri)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         print(f"error: no MLflow store at {uri}; run the study first", file=sys.stderr)

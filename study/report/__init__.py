@@ -10,20 +10,36 @@ split, the single-head tables, reproducibility) is a section: one module each in
 
 from __future__ import annotations
 
-from study.report.build import (
-    Report,
-    arm_metrics,
-    arm_summary,
-    build_report,
-    comparison_label,
-    log_to_runs,
-    metric_key,
-    report_folder,
-    write_report,
-)
-from study.report.section import Section, all_sections
+import importlib
+from typing import Any
+
+# the public name -> its module, imported on first use (PEP 562): `python -m study.report
+# --help` and `from study.report import plots` load no more than they need
+_HOMES = {
+    "Report": "study.report.build",
+    "arm_metrics": "study.report.build",
+    "arm_summary": "study.report.build",
+    "build_report": "study.report.build",
+    "comparison_label": "study.report.build",
+    "log_to_runs": "study.report.build",
+    "metric_key": "study.report.build",
+    "report_folder": "study.report.build",
+    "write_report": "study.report.build",
+    "Section": "study.report.section",
+    "all_sections": "study.report.section",
+}
 
 __all__ = [
     "Report", "Section", "all_sections", "arm_metrics", "arm_summary", "build_report",
     "comparison_label", "log_to_runs", "metric_key", "report_folder", "write_report",
 ]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'study.report' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

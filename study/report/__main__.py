@@ -17,7 +17,6 @@ from pathlib import Path
 
 from study.names import tracking_uri
 from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
-from study.report.build import write_report
 from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
 from trainables.errors import UserInputError, joined
 
@@ -61,6 +60,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from study.report.build import write_report  # pandas, matplotlib, MLflow: after --help
+
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt=LOG_DATE_FORMAT)
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     uri = tracking_uri(args.tracking_uri)

@@ -18,17 +18,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-from optuna.distributions import (
-    BaseDistribution,
-    CategoricalDistribution,
-    FloatDistribution,
-    IntDistribution,
-)
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from study.spec.document import Doc, FieldPath, show
 from study.spec.factors import Shape, check_value, describe_field, takes_real
+
+if TYPE_CHECKING:  # optuna is imported for a search, not to read a study file (see to_optuna)
+    from optuna.distributions import BaseDistribution
 
 
 class Distribution:
@@ -133,6 +129,8 @@ class LogUniform(_RealRange):
         return {}
 
     def to_optuna(self) -> BaseDistribution:
+        from optuna.distributions import FloatDistribution
+
         return FloatDistribution(float(self.low), float(self.high), log=True)
 
 
@@ -141,6 +139,8 @@ class Uniform(_RealRange):
     kind: ClassVar[str] = "uniform"
 
     def to_optuna(self) -> BaseDistribution:
+        from optuna.distributions import FloatDistribution
+
         return FloatDistribution(float(self.low), float(self.high))
 
 
@@ -165,6 +165,8 @@ class IntRange(_Range):
         return {"step": step}
 
     def to_optuna(self) -> BaseDistribution:
+        from optuna.distributions import IntDistribution
+
         return IntDistribution(int(self.low), int(self.high), step=self.step or 1)
 
     def points(self) -> Sequence[Any] | None:
@@ -194,6 +196,8 @@ class Categorical(Distribution):
         return cls(tuple(checked))
 
     def to_optuna(self) -> BaseDistribution:
+        from optuna.distributions import CategoricalDistribution
+
         return CategoricalDistribution(list(self.choices))
 
     def describe(self) -> str:

@@ -8,25 +8,34 @@ does not install. GP (Optuna's GPSampler) runs on torch and scipy, both installe
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import optuna
-from optuna.trial import TrialState
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from study.spec.document import Doc, FieldPath, show, suggest
+
+if TYPE_CHECKING:  # optuna costs half a second: imported when a sampler is made, not to read a
+    import optuna  # study file (the commands' --help lists the studies)
+
+
+def _samplers() -> ModuleType:
+    import optuna.samplers
+
+    return optuna.samplers
+
 
 DEFAULT_SAMPLER = "tpe"
 # name -> the sampler, from its seed and its count of random start-up draws
 SAMPLERS: dict[str, Callable[[int, int], optuna.samplers.BaseSampler]] = {
-    "tpe": lambda seed, startup: optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup),
-    "random": lambda seed, startup: optuna.samplers.RandomSampler(seed=seed),
-    "gp": lambda seed, startup: optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup),
+    "tpe": lambda seed, startup: _samplers().TPESampler(seed=seed, n_startup_trials=startup),
+    "random": lambda seed, startup: _samplers().RandomSampler(seed=seed),
+    "gp": lambda seed, startup: _samplers().GPSampler(seed=seed, n_startup_trials=startup),
 }
 # sampler -> the states of the Optuna trials its model counts: until `startup` of them have
 # ended, it draws at random (Optuna's TPESampler counts pruned trials, its GPSampler does not)
-MODEL_STATES: dict[str, tuple[TrialState, ...]] = {
-    "tpe": (TrialState.COMPLETE, TrialState.PRUNED),
-    "gp": (TrialState.COMPLETE,),
+# (optuna.trial.TrialState names)
+MODEL_STATES: dict[str, tuple[str, ...]] = {
+    "tpe": ("COMPLETE", "PRUNED"),
+    "gp": ("COMPLETE",),
 }
 RANDOM_DRAW = "random"
 START_FROM = "start_from"  # drawn_by of a sample the study file gave (explore.start_from)
@@ -42,8 +51,13 @@ def next_drawer(name: str, study: optuna.Study, startup: int) -> str:
     samples it counts have ended, else a random draw, as Optuna's samplers decide it. A study
     whose samples are asked before earlier ones end may never reach the model: the report
     says how each sample was drawn."""
-    states = MODEL_STATES.get(name)
-    if states is None or len(study.get_trials(deepcopy=False, states=states)) < startup:
+    from optuna.trial import TrialState
+
+    names = MODEL_STATES.get(name)
+    if names is None:
+        return RANDOM_DRAW
+    states = tuple(TrialState[state] for state in names)
+    if len(study.get_trials(deepcopy=False, states=states)) < startup:
         return RANDOM_DRAW
     return name
 

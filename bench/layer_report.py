@@ -6,8 +6,8 @@ arms, its confirm seeds, a dev-F1 history and layer dynamics per trial) written 
 sqlite MLflow store, and per confirm trial a fingerprint artifact of the real size: the
 pretrained MiniLM's fingerprint on the default dynamics sample (the first 64 WNUT-16 dev
 windows), perturbed per arm and seed. Only the timing means anything here, never the numbers
-in the report. Each report is `python -m study.report` in a fresh process, as a user runs it,
-logging back to MLflow; once with fingerprints and once on the same shape without them, so
+in the report. Each report is `python -m study.report` in a fresh process, as a user runs it
+(it only reads MLflow); once with fingerprints and once on the same shape without them, so
 the difference is what the layer sections cost.
 
     ./with-venv python bench/layer_report.py [--studies ner_depth ner_reinit]

@@ -224,7 +224,7 @@ def count_trials_and_results(uri: str, database: str | None) -> tuple[int, int]:
 def time_report(uri: str, folder: Path, env: dict) -> float:
     env = {**env, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "study.report", STUDY, "--tracking-uri", uri,
-               "--out", str(folder / "report"), "--no-mlflow"]  # fmt: skip
+               "--out", str(folder / "report")]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:

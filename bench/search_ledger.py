@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 import search_reference as grid
-from mlflow.tracking import MlflowClient
 
 from study import load_trials
+from study.tracking.reading import tagged_runs
 
 # what identifies a ledger row's study run, then the trial columns the bench reads
 RUN_COLUMNS = ["study", "cache_tag", "cache_value", "study_run"]
@@ -108,15 +108,11 @@ class TrialCache:
         ledger, or by a bench run with another ledger); how many."""
         if self.path is None:
             return 0
-        client = MlflowClient(self.uri)
-        experiment = client.get_experiment_by_name(self.study)
-        if experiment is None:
-            return 0
         have, copied = set(self.rows.study_run), 0
         for tag in TAGS:
-            for run in client.search_runs([experiment.experiment_id], f"tags.`{tag}` LIKE '%'"):
-                if run.info.run_id not in have:
-                    self._copy(run.info.run_id, tag, run.data.tags[tag])
+            for run_id, value in tagged_runs(self.uri, self.study, tag).items():
+                if run_id not in have:
+                    self._copy(run_id, tag, value)
                     copied += 1
         return copied
 

@@ -29,6 +29,7 @@ from study.names import CONFIRM
 from study.plan import Arm
 from study.precision import resolved_precision
 from study.spec import StudySpec
+from study.tracking import reading
 
 KEY_TAG = "bench.search_efficiency.grid_key"
 # a contender repetition's run: `<grid key>:<hash of what else it ran with>`
@@ -61,12 +62,7 @@ def cache_key(spec: StudySpec, seeds: list[int]) -> str:
 
 def tagged_runs(uri: str, study: str, tag: str, value: str) -> list[str]:
     """The study runs whose `tag` is `value` (`value` may hold SQL LIKE's % for any text)."""
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name(study)
-    if experiment is None:
-        return []
-    runs = client.search_runs([experiment.experiment_id], f"tags.`{tag}` LIKE '{value}'")
-    return [run.info.run_id for run in runs]
+    return list(reading.tagged_runs(uri, study, tag, value))
 
 
 def cached_trials(cache, key: str) -> pd.DataFrame:

@@ -402,7 +402,7 @@ def _finish_and_report(
     if reports.lower() == NO_REPORT:
         print(f"no report made (--reports {NO_REPORT}); make it with: {again}")
     else:
-        report, problem = _report(uri, spec.name, study_run, reports, again)
+        report, problem = _report(tracker, uri, spec.name, study_run, reports, again)
     patiently(lambda: tracker.end_study(study_run, context.arm_runs, "FINISHED"), uri)
     return report, problem
 
@@ -466,19 +466,23 @@ def _import_quietly(module: str) -> None:
 
 
 def _report(
-    uri: str, study: str, study_run: str, reports: str, again: str
+    tracker: StudyTracker, uri: str, study: str, study_run: str, reports: str, again: str
 ) -> tuple[Path | None, str | None]:
     """The study's data is safe in MLflow whatever happens here, and the study counts as
     finished there; a failed report is one line with the command (`again`) that makes it,
-    and an exit code that says so (EXIT_FAILED). The report's folder, absolute, and None; or
-    None and that line."""
-    from study.report.build import write_report  # see _preload_report
+    and an exit code that says so (EXIT_FAILED). The report only reads: its summary and its
+    folder are logged here, on the runs this driver owns. The report's folder, absolute, and
+    None; or None and that line."""
+    from study.report.build import run_metrics, write_report  # see _preload_report
+    from study.tracking.store import patiently
 
     try:
         report = write_report(uri, study, run_id=study_run, reports_root=reports)
     except Exception as err:  # noqa: BLE001 - any failure of the report, never of the study
         log.debug("the report failed", exc_info=err)  # its traceback, with --verbose
         return None, joined(
+        per_run, counts = run_metrics(report)
+        patiently(lambda: tracker.log_report(study_run, per_run, counts, report.folder), uri)
             f"the study finished but its report failed ({type(err).__name__}: "
             f"{first_line(err, 300)}); its data is in MLflow: make the report with: {again}"
         )

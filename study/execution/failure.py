@@ -11,7 +11,6 @@ import logging
 
 from study.execution.runtime import stop_ray
 from study.execution.storage_guard import error_chain
-from study.names import RUN_KIND, STUDY_RUN_ID, TRIAL_KIND
 from study.tracking import StudyTracker
 from trainables.errors import first_line
 
@@ -34,16 +33,10 @@ def failure_reason(err: BaseException) -> str:
 def every_trial_failed(tracker: StudyTracker, study_run: str) -> tuple[str, str] | None:
     """When the study run has trial runs and every one of them errored: the first to start,
     as the driver's `trial finished` lines name it, and its error (its run's `error` tag, the
-    last line of the trial's error); None otherwise. Two queries, whatever the trials."""
-    trials = f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}'"
-    search = tracker.client.search_runs
-    if search([tracker.experiment_id], f"{trials} and tags.status != 'errored'", max_results=1):
+    last line of the trial's error); None otherwise."""
+    tags = tracker.first_trial_if_all_errored(study_run)
+    if tags is None:
         return None
-    first = search([tracker.experiment_id], trials, max_results=1,
-                   order_by=["attributes.start_time ASC"])  # fmt: skip
-    if not first:
-        return None
-    tags = first[0].data.tags
     trial = (f"[{tags.get('phase')}] arm {tags.get('arm')} sample {tags.get('sample')} seed "
              f"{tags.get('seed')}")  # fmt: skip
     return trial, tags.get("error", "no error recorded")

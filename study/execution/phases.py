@@ -10,9 +10,10 @@ from __future__ import annotations
 from study.execution.context import PhaseContext
 from study.execution.rounds import run_confirm_rounds
 from study.execution.state import StudyState, write_state
-from study.execution.tuner import explore_trials, run_experiment
+from study.execution.tuner import run_experiment
 from study.names import CONFIRM, EXPLORE
 from study.search import ArmAwareASHA, ArmSearcher, choose_samples
+from study.tracking.reading import trial_results
 
 
 def run_phases(context: PhaseContext, state: StudyState) -> bool:
@@ -26,7 +27,8 @@ def run_phases(context: PhaseContext, state: StudyState) -> bool:
         write_state(context.store, context.study_dir, state)
     if spec.confirm is not None and CONFIRM not in done:
         if state.chosen is None:
-            state.chosen = choose_samples(spec, context.plan.arms, explore_trials(context))
+            explore = trial_results(context.tracking_uri, context.study_run, EXPLORE)
+            state.chosen = choose_samples(spec, context.plan.arms, explore)
             write_state(context.store, context.study_dir, state)
         if not run_confirm_rounds(context, state, state.chosen):
             return False

@@ -15,12 +15,12 @@ from typing import Any
 
 from study.execution.context import PhaseContext
 from study.execution.state import StudyState, write_state
-from study.execution.tuner import explore_trials, run_experiment
-from study.names import EXPLORE, REUSED_TAG, STUDY_RUN_ID
+from study.execution.tuner import run_experiment
+from study.names import EXPLORE, REUSED_TAG
 from study.plan import round_name
 from study.search import LimitedFIFO, PlannedSearcher, completed_explore_trials, confirm_configs
 from study.tracking import StudyTracker
-from study.tracking.reading import load_study_record
+from study.tracking.reading import load_study_record, trial_results
 
 log = logging.getLogger(__name__)
 
@@ -109,24 +109,9 @@ def _reused(
     if not context.spec.confirm.reuse_explore_seeds or context.spec.explore is None:
         return frozenset()
     if state.reused is None:
-        state.reused = completed_explore_trials(context.spec, chosen, explore_trials(context))
-        tag_trial_runs(context, state.reused, {REUSED_TAG: "true"})
+        explore = trial_results(context.tracking_uri, context.study_run, EXPLORE)
+        state.reused = completed_explore_trials(context.spec, chosen, explore)
+        tracker = StudyTracker(context.tracking_uri, context.spec.name)
+        tracker.tag_trial_runs(context.study_run, EXPLORE, state.reused, {REUSED_TAG: "true"})
         write_state(context.store, context.study_dir, state)
     return frozenset((arm, seed) for arm, _, seed in state.reused)
-
-
-def tag_trial_runs(
-    context: PhaseContext, trials: list[tuple[str, int, int]], tags: dict[str, str]
-) -> None:
-    """Tag the MLflow runs of explore trials given as (arm, sample, seed)."""
-    tracker = StudyTracker(context.tracking_uri, context.spec.name)
-    for arm, sample, seed in trials:
-        runs = tracker.client.search_runs(
-            [tracker.experiment_id],
-            filter_string=f"tags.{STUDY_RUN_ID} = '{context.study_run}' and tags.phase = "
-            f"'{EXPLORE}' and tags.sample = '{sample}' and tags.seed = '{seed}'",
-            max_results=100,
-        )
-        for run in runs:
-            if run.data.tags.get("arm") == arm:
-                tracker.set_tags(run.info.run_id, tags)

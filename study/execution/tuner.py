@@ -25,10 +25,8 @@ from study.execution.settings_guard import SettingsGuard, hide_refused_traceback
 from study.execution.storage import drop_checkpoints
 from study.execution.storage_guard import StorageGuard
 from study.execution.storage_outage import OutageGuard
-from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
 from study.progress.callback import ProgressCallback
 from study.progress.quiet import logger_level, tune_verbosity
-from study.search import ExploreTrial
 from study.search.tune_internals import run_config_of, trial_folder
 from study.spec import StudySpec
 from study.tracking.callback import MlflowTrackingCallback
@@ -208,15 +206,6 @@ def saved_trials(experiment: str) -> list:
             return tune.ExperimentAnalysis(experiment).trials
         except ValueError:  # interrupted before Tune saved anything: nothing finished
             return []
-
-
-def explore_trials(context: PhaseContext) -> list[ExploreTrial]:
-    """The explore phase's trials as Tune saved them, as the plain records that confirm
-    selection reads."""
-    return [
-        ExploreTrial(t.config[STUDY_TAGS], t.config[TRIAL_CONFIG], t.last_result or {})
-        for t in saved_trials(context.store.join(context.study_dir, EXPLORE))
-    ]
 
 
 def _drop_checkpoints(phase: str, trials: list) -> None:

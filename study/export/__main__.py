@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from study.folder_names import check_name, inside
-from study.names import MODEL_ARTIFACT, tracking_uri
+from study.names import tracking_uri
 from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
 from trainables.errors import UserInputError, joined
 
@@ -96,19 +96,17 @@ def download_model(uri: str, record: StudyRecord, chosen: ChosenTrial, out: Path
     """The run's `model/` artifact into `out`, whole or not at all, with its provenance
     (study/export/provenance.py)."""
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
     from study.export.provenance import folder_labels, provenance, write_provenance
-    from study.tracking.artifacts import no_progress_bars
+    from study.tracking.artifacts import download_model as download_model_artifact
+    from study.tracking.reading import params_and_tags
 
     _check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         try:
-            with no_progress_bars():
-                local = MlflowClient(uri).download_artifacts(chosen.run_id, MODEL_ARTIFACT,
-                                                             str(staging))  # fmt: skip
+            local = download_model_artifact(uri, chosen.run_id, staging)
         except (MlflowException, OSError) as err:
             raise UserInputError(
                 f"trial run {chosen.run_id} (arm {chosen.arm}, seed {chosen.seed}) kept no "
@@ -117,9 +115,8 @@ def download_model(uri: str, record: StudyRecord, chosen: ChosenTrial, out: Path
             ) from err
         if not (Path(local) / "config.json").is_file():
             raise UserInputError(f"trial run {chosen.run_id} kept no model (no config.json)")
-        run = MlflowClient(uri).get_run(chosen.run_id)
-        facts = provenance(record, chosen, run.data.params, run.data.tags,
-                           folder_labels(Path(local)))  # fmt: skip
+        params, tags = params_and_tags(uri, chosen.run_id)
+        facts = provenance(record, chosen, params, tags, folder_labels(Path(local)))
         write_provenance(Path(local), facts)
         if out.exists():
             out.rmdir()

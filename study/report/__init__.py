@@ -1,7 +1,8 @@
 """The study report, made from MLflow alone: `python -m study.report NAME` (see `__main__`).
 
 The study is read back from MLflow by `study.tracking.reading` (beside its writer); `build`
-computes and writes the report and logs it back through `study.tracking.store`, `markdown`
+computes and writes the report (it writes nothing to MLflow: the driver logs the report and
+its `run_metrics` onto the study's runs through `study.tracking.store`), `markdown`
 writes its page (with `text`, the number and table formats), `plots` its core figures.
 Everything beyond the core (expected best score for a budget, degenerate runs, the variance
 split, the single-head tables, reproducibility) is a section: one module each in
@@ -21,9 +22,9 @@ _HOMES = {
     "arm_summary": "study.report.build",
     "build_report": "study.report.build",
     "comparison_label": "study.report.build",
-    "log_to_runs": "study.report.build",
     "metric_key": "study.report.build",
     "report_folder": "study.report.build",
+    "run_metrics": "study.report.build",
     "write_report": "study.report.build",
     "Section": "study.report.section",
     "all_sections": "study.report.section",
@@ -31,7 +32,7 @@ _HOMES = {
 
 __all__ = [
     "Report", "Section", "all_sections", "arm_metrics", "arm_summary", "build_report",
-    "comparison_label", "log_to_runs", "metric_key", "report_folder", "write_report",
+    "comparison_label", "metric_key", "report_folder", "run_metrics", "write_report",
 ]  # fmt: skip
 
 

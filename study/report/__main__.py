@@ -35,7 +35,7 @@ def build_parser() -> OneLineParser:
         description="Write a study's report (README.md, CSV tables, PNG plots) from MLflow: the "
         "arms compared\npaired by seed on the confirm phase, under the study's declared analysis.",
         epilog=EXAMPLES + "\n\n" + exit_codes({
-            0: "the report is written (and logged to the study run unless --no-mlflow)",
+            0: "the report is written",
             2: "bad input: no such store, study or run, or a study the report cannot read; "
             "one line",
         }),
@@ -47,7 +47,6 @@ def build_parser() -> OneLineParser:
                         help="report folder (default reports/<study>[-<profile>])")  # fmt: skip
     parser.add_argument("--run-id", metavar="RUN",
                         help="the study run (default: the newest finished one)")  # fmt: skip
-    parser.add_argument("--no-mlflow", action="store_true", help="do not log back to MLflow")
     parser.add_argument("--layers", action="store_true",
                         help="require the cross-trial layer comparisons: refuse a study whose "
                         "trials kept no layer fingerprints")  # fmt: skip
@@ -70,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     try:
         report = write_report(uri, args.study, args.out, args.run_id,
-                              log_to_mlflow=not args.no_mlflow,
                               require_layers=args.layers)  # fmt: skip
     except UserInputError as err:
         print(f"error: {joined(err)}", file=sys.stderr)

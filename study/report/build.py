@@ -1,7 +1,9 @@
-"""Build a study's report from MLflow and log it back: the tables, the figures and the page,
-written into a folder all at once (a half-written report never replaces a good one), then
-logged as artifacts of the study run, with the per-arm summaries and comparison figures as
-metrics of the arm runs, so sorting runs in the MLflow UI shows the results."""
+"""Build a study's report from MLflow: the tables, the figures and the page, written into a
+folder all at once (a half-written report never replaces a good one). The report reads and
+never writes to MLflow: the driver that owns the study's runs logs the folder as the study
+run's artifacts, and `run_metrics` (the per-arm summaries and comparison figures, the
+verdicts' counts) as metrics of the arm runs and the study run, so sorting runs in the MLflow
+UI shows the results."""
 
 from __future__ import annotations
 
@@ -33,7 +35,6 @@ from study.tracking.reading import (
     learning_curves,
     load_study_record,
 )
-from study.tracking.store import log_report
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -148,13 +149,12 @@ def write_report(
     out: Path | str | None = None,
     run_id: str | None = None,
     reports_root: Path | str = "reports",
-    log_to_mlflow: bool = True,
     aso: dict | None = None,
     require_layers: bool = False,
 ) -> Report:
     """Build the report in a temporary folder beside its destination and move it into place
-    only when complete; then record it in MLflow. `require_layers`: refuse, before anything
-    is written, a study whose trials kept no layer fingerprints to compare."""
+    only when complete. `require_layers`: refuse, before anything is written, a study whose
+    trials kept no layer fingerprints to compare."""
     record = load_study_record(tracking_uri, study, run_id)
     if require_layers:
         require_fingerprints(record)
@@ -172,8 +172,6 @@ def write_report(
         shutil.rmtree(staging, ignore_errors=True)
     report.folder = folder
     report.figures = {k: folder / p.name for k, p in report.figures.items()}
-    if log_to_mlflow:
-        log_to_runs(report)
     return report
 
 
@@ -225,9 +223,9 @@ def arm_metrics(report: Report) -> dict[str, dict[str, float]]:
     return out
 
 
-def log_to_runs(report: Report) -> None:
-    """The report's summary on its runs: each arm's metrics on its arm run, the primary
-    verdicts' counts on the study run, and the report folder as the study run's artifacts."""
+def run_metrics(report: Report) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """The report's summary as metrics of its runs, for the driver to log: each arm's on its
+    arm run (by run id), and the comparisons' and primary verdicts' counts on the study run."""
     arm_runs = report.record.arm_runs
     per_run = {arm_runs[arm]: values for arm, values in arm_metrics(report).items()
                if arm in arm_runs}  # fmt: skip
@@ -238,4 +236,4 @@ def log_to_runs(report: Report) -> None:
         counts[f"verdicts_{outcome.replace(' ', '_').replace('-', '_')}"] = sum(
             c.outcome == outcome for c in primary
         )
-    log_report(report.record.tracking_uri, report.record.run_id, per_run, counts, report.folder)
+    return per_run, counts

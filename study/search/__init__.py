@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 from study.search.confirm import (
-    ExploreTrial,
     PlannedSearcher,
     best_per_arm,
     choose_samples,
@@ -27,7 +26,7 @@ from study.search.schedulers import ArmAwareASHA, LimitedFIFO
 from study.search.tune_internals import asha_milestones
 
 __all__ = [
-    "ArmAwareASHA", "ArmSearcher", "ExploreTrial", "LimitedFIFO", "PlannedSearcher",
+    "ArmAwareASHA", "ArmSearcher", "LimitedFIFO", "PlannedSearcher",
     "SampleRecord", "asha_milestones", "best_per_arm", "choose_samples",
     "completed_explore_trials", "confirm_configs",
 ]  # fmt: skip

@@ -1,8 +1,9 @@
 """The confirm phase's choices: which sample each arm runs, on which seeds, in what order.
 
-Selection works on plain records of the explore trials (`ExploreTrial`), which the execution
-side reads from Ray's saved experiment, so the rule that picks a sample is kept apart from
-where the results are stored and can be checked without Ray.
+Selection works on plain records of the explore trials (`TrialResult`), which the driver reads
+from the tracking store (study/tracking/reading.py, the reader the report uses too), so the
+rule that picks a sample is kept apart from where the results are stored and can be checked
+without Ray or MLflow.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,26 +22,12 @@ from study.plan import Arm, study_tags, trial_config
 from study.search._peak_model import fit_peaks
 from study.search.saved import SavedSearcher
 from study.spec import StudySpec
+from study.tracking.reading import TrialResult
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)
 
 BEST, MODEL = "best", "model"  # confirm.select's rules (study/spec/phases.py checks them)
-
-
-@dataclass(frozen=True)
-class ExploreTrial:
-    """One explore trial as Ray saved it: the study's tags, the trial settings, its last
-    result (empty when it never reported)."""
-
-    tags: dict[str, Any]
-    config: dict[str, Any]
-    last_result: dict[str, Any]
-
-    @property
-    def finished(self) -> bool:
-        """Trained to its end (not pruned, not errored, not interrupted)."""
-        return bool(self.last_result.get("final"))
 
 
 def best_per_arm(
@@ -61,21 +47,22 @@ def best_per_arm(
 
 
 def choose_samples(
-    spec: StudySpec, arms: list[Arm], explore: Iterable[ExploreTrial]
+    spec: StudySpec, arms: list[Arm], explore: Iterable[TrialResult]
 ) -> dict[str, list[dict[str, Any]]]:
     """The samples each arm runs in the confirm phase: a fixed list, or the explore sample
-    whose seeds all completed with the best mean metric."""
+    whose seeds all completed with the best mean metric (NaN where a seed's is missing)."""
     if spec.confirm.select not in (BEST, MODEL):
         return {arm.id: [dict(s) for s in spec.confirm.select] for arm in arms}
-    by_sample: dict[tuple[str, int], list[ExploreTrial]] = defaultdict(list)
+    by_sample: dict[tuple[str, int], list[TrialResult]] = defaultdict(list)
     for trial in explore:
         by_sample[(trial.tags["arm"], trial.tags["sample"])].append(trial)
     candidates = []
     for (arm, _), trials in by_sample.items():
         if len(trials) < len(spec.explore.seeds) or not all(t.finished for t in trials):
             continue
-        params = {k: trials[0].config[k] for k in spec.search}
-        candidates.append((arm, [t.last_result[spec.metric.name] for t in trials], params))
+        params = {k: trials[0].settings[k] for k in spec.search}
+        scores = [t.metrics.get(spec.metric.name, math.nan) for t in trials]
+        candidates.append((arm, scores, params))
     best = best_per_arm(candidates, spec.metric.mode)
     missing = [arm.id for arm in arms if arm.id not in best]
     if missing:
@@ -92,15 +79,15 @@ def choose_samples(
 
 
 def _modelled(
-    spec: StudySpec, explore: Iterable[ExploreTrial], best: dict[str, tuple[float, dict]]
+    spec: StudySpec, explore: Iterable[TrialResult], best: dict[str, tuple[float, dict]]
 ) -> dict[str, list[dict[str, Any]]]:
     """`select: model`: each arm's value of the one searched factor at the peak of a curve
     fitted through every finished explore trial (study/search/_peak_model.py)."""
     (name, dist), = spec.search.items()  # fmt: skip  # the spec allows model with one factor
     points = [
-        (t.tags["arm"], float(t.config[name]), float(t.last_result[spec.metric.name]))
+        (t.tags["arm"], float(t.settings[name]), t.metrics[spec.metric.name])
         for t in explore
-        if t.finished and spec.metric.name in t.last_result
+        if t.finished and math.isfinite(t.metrics.get(spec.metric.name, math.nan))
     ]
     fallback = {arm: float(params[name]) for arm, (_, params) in best.items()}
     fit = fit_peaks(points, float(dist.low), float(dist.high), spec.metric.mode, fallback)
@@ -114,7 +101,7 @@ def _modelled(
 
 
 def completed_explore_trials(
-    spec: StudySpec, chosen: dict[str, list[dict[str, Any]]], explore: Iterable[ExploreTrial]
+    spec: StudySpec, chosen: dict[str, list[dict[str, Any]]], explore: Iterable[TrialResult]
 ) -> list[tuple[str, int, int]]:
     """(arm, sample, seed) of explore trials that ran a chosen sample on a confirm seed to
     their end: with reuse_explore_seeds they stand in for the confirm trial."""
@@ -122,8 +109,9 @@ def completed_explore_trials(
     found = []
     for trial in explore:
         tags = trial.tags
-        params = {k: trial.config[k] for k in spec.search}
-        if trial.finished and tags["seed"] in confirm_seeds and params in chosen[tags["arm"]]:
+        if not trial.finished or tags["seed"] not in confirm_seeds:
+            continue
+        if {k: trial.settings[k] for k in spec.search} in chosen[tags["arm"]]:
             found.append((tags["arm"], int(tags["sample"]), int(tags["seed"])))
     return sorted(found)
 

@@ -110,6 +110,14 @@ def no_progress_bars() -> Iterator[None]:
             os.environ[name] = before
 
 
+def download_model(tracking_uri: str, run_id: str, folder: Path) -> Path:
+    """A trial run's model folder (its `model/` artifact) downloaded into `folder`, without
+    progress bars; its local path. MlflowException or OSError when the run kept none."""
+    with no_progress_bars():
+        client = MlflowClient(tracking_uri)
+        return Path(client.download_artifacts(run_id, MODEL_ARTIFACT, str(folder)))
+
+
 def _download(client: MlflowClient, run: str, folder: Path) -> LayerFingerprint | None:
     (folder / run).mkdir()
     try:

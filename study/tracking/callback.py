@@ -24,9 +24,11 @@ from study.tracking.store import (
     DRAIN_S,
     MAX_BATCH,
     MAX_PARAMS,
+    NON_FINITE_TAG,
     RETRY_S,
     STATUS_RUN,
     StudyTracker,
+    non_finite,
     param_list,
     result_batches,
     trial_status,
@@ -176,6 +178,8 @@ class MlflowTrackingCallback(Callback):
         tags: dict[str, Any] = {"status": status, "retries": failures - int(errored)}
         if status == "completed":
             tags[CONVERGED] = str(converged(self, result)).lower()
+            if non_finite(result):  # what the run's metrics cannot say (the driver reads it)
+                tags[NON_FINITE_TAG] = ",".join(non_finite(result))
             tags[FINAL_GAIN_RULE_TAG] = FINAL_GAIN_RULE  # the report trusts its final_gain
         if errored:  # the error of the last attempt, and how often Ray ran it in all
             tags["error"] = _error_text(trial)

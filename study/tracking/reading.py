@@ -1,5 +1,7 @@
-"""A study, read back from MLflow into pandas: the read side of what `study.tracking.store`
-and the callback write, for the report, the driver's confirm rounds and bench/.
+"""A study, read back from MLflow: the read side of what `study.tracking.store` and the
+callback write, for the report, the driver's choices (confirm's samples, the confirm rounds)
+and bench/. The driver reads trial results here and nowhere else, so what it decided on and
+what the report shows are the same numbers.
 
 The report reads the tracking store, not Ray's result files, so it can be made on any machine
 that sees the store, long after the cluster that ran the study is gone. Everything it needs
@@ -32,7 +34,9 @@ from study.names import (
     RUN_KIND,
     STUDY_KIND,
     STUDY_RUN_ID,
+    TRIAL_KIND,
 )
+from study.tracking.store import NON_FINITE_TAG
 from trainables.errors import UserInputError
 from trainables.settings import INTERMEDIATE, INTERMEDIATE_STEPS, PLATEAU_STOPPED, stage_name
 from trainables.training.curves import final_gain
@@ -144,6 +148,50 @@ def _parse(value: str | None) -> Any:
         return json.loads(value)
     except (json.JSONDecodeError, TypeError):
         return value
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One trial of a study run as the tracking store holds it, for the driver's choices: its
+    study tags, the settings it ran with (its params, each parsed back to its value), its
+    final metrics (NaN where its last result said NaN or inf, which MLflow cannot store: its
+    `non_finite` tag names them; a run recorded before that tag shows its last finite value),
+    and whether it trained to its end (its status tag `completed`)."""
+
+    tags: dict[str, Any]  # phase and arm (text), sample and seed (and data_seed) as numbers
+    settings: dict[str, Any]
+    metrics: dict[str, float]
+    finished: bool
+
+
+def trial_results(tracking_uri: str, study_run: str, phase: str) -> list[TrialResult]:
+    """The study run's trials of `phase`, ordered by arm, sample, seed and data seed (so a
+    tie between samples goes to the one drawn first). Only trials that started have a run."""
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_run(study_run).info.experiment_id
+    where = (f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}' "
+             f"and tags.phase = '{phase}'")  # fmt: skip
+    results, token = [], None
+    while True:
+        page = client.search_runs([experiment], where, max_results=1000, page_token=token)
+        results += [_trial_result(run) for run in page]
+        token = page.token
+        if not token:
+            break
+    return sorted(results, key=lambda r: (r.tags["arm"], r.tags["sample"], r.tags["seed"],
+                                          r.tags.get("data_seed", -1)))  # fmt: skip
+
+
+def _trial_result(run: Any) -> TrialResult:
+    tags = run.data.tags
+    study_tags: dict[str, Any] = {"phase": tags["phase"], "arm": tags["arm"]}
+    for name in ("sample", "seed", "data_seed"):
+        if name in tags:
+            study_tags[name] = int(tags[name])
+    settings = {k: _parse(v) for k, v in run.data.params.items()}
+    metrics = dict(run.data.metrics)
+    metrics.update((name, math.nan) for name in tags.get(NON_FINITE_TAG, "").split(",") if name)
+    return TrialResult(study_tags, settings, metrics, tags.get("status") == "completed")
+
 
 
 def listed_code_versions(tags: dict[str, str]) -> list[str]:
@@ -384,6 +432,28 @@ def metric_histories(tracking_uri: str, run_id: str, *keys: str) -> list[dict[in
     """Each metric's value at each logged step (the trial's optimizer step, or the layer).
     A client per call is cheap: MLflow keeps one store per URI."""
     client = MlflowClient(tracking_uri)
+def tagged_runs(tracking_uri: str, study: str, tag: str, like: str = "%") -> dict[str, str]:
+    """The runs of `study`'s experiment whose tag `tag` matches `like` (SQL LIKE: % is any
+    text), each run id with the tag's value; {} when there is no such experiment."""
+    client = MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(study)
+    if experiment is None:
+        return {}
+    where, found, token = f"tags.`{tag}` LIKE '{like}'", {}, None
+    while True:
+        page = client.search_runs([experiment.experiment_id], where, page_token=token)
+        found.update((run.info.run_id, run.data.tags[tag]) for run in page)
+        token = page.token
+        if not token:
+            return found
+
+
+def params_and_tags(tracking_uri: str, run_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    """One run's params and tags, as MLflow holds them (text)."""
+    run = MlflowClient(tracking_uri).get_run(run_id)
+    return dict(run.data.params), dict(run.data.tags)
+
+
     return [{m.step: m.value for m in client.get_metric_history(run_id, k)} for k in keys]
 
 

@@ -1,7 +1,7 @@
 """The MLflow records of a study, without Ray: the run tree and how each run is found again.
 
 Tree: experiment = study name; one *study run* per invocation of `study.run`; under it one
-*arm run* per arm (the report adds the arm's summary statistics there); under each arm run one
+*arm run* per arm (the driver adds the report's summary statistics there); under each arm run one
 *trial run* per trial, with every factor as a param, a metric per evaluation (step =
 optimizer step), the final metrics, and tags for arm, phase, sample, seed, status
 (completed / pruned / errored) and Ray's trial id.
@@ -18,7 +18,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +56,9 @@ STATUS_RUN = {
     "errored": RunStatus.to_string(RunStatus.FAILED),
 }
 MAX_PARAM = 6000  # MLflow's limit on a param value
+# on a trial run, the final metrics it reported as NaN or inf (comma-separated): MLflow stores
+# no such value, so without it the run's latest value of such a metric would be an earlier one
+NON_FINITE_TAG = "non_finite"
 MAX_PARAMS = 100  # MLflow's limit on the params of one log_batch
 
 
@@ -95,6 +98,11 @@ def split_layer_metrics(
         else:
             plain[key] = value
     return plain, layers
+
+
+def non_finite(result: dict[str, Any]) -> list[str]:
+    """The metrics of `result` whose value is NaN or inf, by name."""
+    return sorted(k for k, v in numeric_metrics(result).items() if not math.isfinite(v))
 
 
 def trial_status(result: dict[str, Any] | None, errored: bool) -> str:
@@ -282,6 +290,31 @@ class StudyTracker:
     def end(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status)
 
+    def tag_trial_runs(
+        self,
+        study_run: str,
+        phase: str,
+        trials: Iterable[tuple[str, int, int]],
+        tags: dict[str, str],
+    ) -> None:
+        """Tag the study run's trial runs of `phase` given as (arm, sample, seed), every data
+        seed of each; one search, whatever the trials."""
+        wanted = {(arm, int(sample), int(seed)) for arm, sample, seed in trials}
+        for run in self._trial_runs_where(study_run, f"tags.phase = '{phase}'"):
+            found = run.data.tags
+            if (found.get("arm"), int(found["sample"]), int(found["seed"])) in wanted:
+                self.set_tags(run.info.run_id, tags)
+
+    def first_trial_if_all_errored(self, study_run: str) -> dict[str, str] | None:
+        """The tags of the study run's first trial run to start, when it has trial runs and
+        every one of them errored; None otherwise. Two queries, whatever the trials."""
+        trials = f"tags.{STUDY_RUN_ID} = '{study_run}' and tags.{RUN_KIND} = '{TRIAL_KIND}'"
+        search, where = self.client.search_runs, [self.experiment_id]
+        if search(where, f"{trials} and tags.status != 'errored'", max_results=1):
+            return None
+        first = search(where, trials, max_results=1, order_by=["attributes.start_time ASC"])
+        return dict(first[0].data.tags) if first else None
+
     def end_running_trials(self, study_run: str, status: str) -> int:
         """End the study run's trial runs still marked running (trials stopped with the
         study, which no resume will continue) with `status`; how many there were."""
@@ -289,6 +322,24 @@ class StudyTracker:
         for run in running:
             self.end(run.info.run_id, status)
         return len(running)
+
+    def log_report(
+        self,
+        study_run: str,
+        per_run: dict[str, dict[str, float]],
+        counts: dict[str, float],
+        folder: Path,
+    ) -> None:
+        """The study's report on the runs it summarises, by the driver that owns them: summary
+        metrics on each arm run (non-finite values left out: MLflow cannot sort on them), the
+        verdict counts on the study run, and the report folder as its `report` artifacts."""
+        for run_id, values in per_run.items():
+            items = [Metric(k, float(v), 0, 0) for k, v in values.items() if _finite(v)]
+            for start in range(0, len(items), 500):
+                self.client.log_batch(run_id, metrics=items[start : start + 500])
+        totals = [Metric(k, float(v), 0, 0) for k, v in counts.items()]
+        self.client.log_batch(study_run, metrics=totals)
+        self.client.log_artifacts(study_run, str(folder), artifact_path="report")
 
     def end_study(self, study_run: str, arm_runs: dict[str, str], status: str) -> None:
         """Close the study run and its arm runs (FINISHED, or KILLED when interrupted; a
@@ -321,25 +372,6 @@ def patiently(action: Callable[[], Answer], tracking_uri: str) -> Answer:
         if failed:
             log.info("MLflow at %s answered again", tracking_uri)
         return answer
-
-
-def log_report(
-    tracking_uri: str,
-    study_run: str,
-    per_run: dict[str, dict[str, float]],
-    counts: dict[str, int],
-    folder: Path,
-) -> None:
-    """A report written back to its study (`study.report`): summary metrics on each arm run
-    (non-finite values left out: MLflow cannot sort on them), the verdict counts on the study
-    run, and the report folder as the study run's `report` artifacts."""
-    client = MlflowClient(tracking_uri)
-    for run_id, values in per_run.items():
-        items = [Metric(k, float(v), 0, 0) for k, v in values.items() if _finite(v)]
-        for start in range(0, len(items), 500):
-            client.log_batch(run_id, metrics=items[start : start + 500])
-    client.log_batch(study_run, metrics=[Metric(k, float(v), 0, 0) for k, v in counts.items()])
-    client.log_artifacts(study_run, str(folder), artifact_path="report")
 
 
 def _finite(value: Any) -> bool:

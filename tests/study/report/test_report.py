@@ -122,7 +122,7 @@ def test_report_command_rebuilds_into_a_chosen_folder(finished_study, tmp_path):
     tmp, _ = finished_study
     out = subprocess.run(
         [sys.executable, "-m", "study.report", "teststudy", "--tracking-uri", tracking_uri(tmp),
-         "--out", str(tmp_path / "r"), "--no-mlflow"],
+         "--out", str(tmp_path / "r")],
         cwd=REPO, capture_output=True, text=True,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -169,7 +169,7 @@ def test_a_failed_report_leaves_the_previous_one_whole(finished_study, tmp_path,
     tmp, _ = finished_study
     folder = tmp_path / "r"
     uri = tracking_uri(tmp)
-    report.write_report(uri, "teststudy", folder, log_to_mlflow=False, aso=FAST_ASO)
+    report.write_report(uri, "teststudy", folder, aso=FAST_ASO)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
 
     def broken(*_args, **_kwargs):
@@ -177,7 +177,7 @@ def test_a_failed_report_leaves_the_previous_one_whole(finished_study, tmp_path,
 
     monkeypatch.setattr(plots, "seed_distributions", broken)
     with pytest.raises(RuntimeError, match="disk full"):
-        report.write_report(uri, "teststudy", folder, log_to_mlflow=False, aso=FAST_ASO)
+        report.write_report(uri, "teststudy", folder, aso=FAST_ASO)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no staging folder left behind
 

@@ -45,7 +45,7 @@ def _fingerprints(base, drift: float = 0.5):
 
 
 def _report(tmp_path, uri, name):
-    return write_report(uri, name, out=tmp_path / "report", log_to_mlflow=False,
+    return write_report(uri, name, out=tmp_path / "report",
                         aso={"num_samples": 50, "num_bootstrap_iterations": 50})  # fmt: skip
 
 
@@ -114,7 +114,7 @@ def test_a_report_asked_for_layers_of_a_study_that_kept_none_is_one_line(tmp_pat
     write_layer_study(uri, "bare", [{"depth": 4}, {"depth": 3}], SEEDS[:2], lambda *_: None)
     out = tmp_path / "asked"
     command = [sys.executable, "-m", "study.report", "bare", "--tracking-uri", uri, "--out",
-               str(out), "--no-mlflow", "--layers"]  # fmt: skip
+               str(out), "--layers"]  # fmt: skip
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     lines = done.stderr.strip().splitlines()

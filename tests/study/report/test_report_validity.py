@@ -91,7 +91,6 @@ def report(tmp_path, name: str, **kwargs):
         uri,
         name,
         out=tmp_path / name,
-        log_to_mlflow=False,
         aso={"num_samples": 50, "num_bootstrap_iterations": 50},
     )
     return made.folder, (made.folder / "README.md").read_text()

@@ -83,8 +83,9 @@ def test_a_metric_to_minimise_has_its_valley_found() -> None:
 
 def test_choose_samples_runs_each_arm_at_its_modelled_peak(tmp_path) -> None:
     from study.plan import make_plan
-    from study.search.confirm import ExploreTrial, choose_samples
+    from study.search.confirm import choose_samples
     from study.spec import load_study
+    from study.tracking.reading import TrialResult
     from tests.study_helpers import write_synthetic_study
 
     path = write_synthetic_study(
@@ -103,7 +104,7 @@ def test_choose_samples_runs_each_arm_at_its_modelled_peak(tmp_path) -> None:
             for seed in (0, 1):
                 f1 = 0.6 - 0.3 * (x - math.log10(peak)) ** 2 + rng.normal(0, 0.001)
                 tags = {"arm": arm.id, "sample": sample, "seed": seed}
-                trials.append(ExploreTrial(tags, {"lr": 10**x}, {"dev_f1": f1, "final": True}))
+                trials.append(TrialResult(tags, {"lr": 10**x}, {"dev_f1": f1}, finished=True))
     chosen = choose_samples(spec, arms, trials)
     assert chosen[arms[0].id][0]["lr"] == pytest.approx(1e-4, rel=0.05)
     assert chosen[arms[1].id][0]["lr"] == pytest.approx(2e-4, rel=0.05)

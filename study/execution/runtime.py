@@ -43,6 +43,28 @@ def check_address(address: str | None, timeout_s: float = 5.0) -> None:
         ) from err
 
 
+def _start_timed_out(err: BaseException) -> bool:
+    """Ray gives its new node a fixed 30 s to register and then raises a bare Exception
+    saying so; on a machine busy with other work that can happen once and not again."""
+    return type(err) is Exception and "timed out during startup" in str(err)
+
+
+def _start_local_ray(num_cpus: int | None, quiet: dict, verbose: bool) -> None:
+    """`ray.init` of a local Ray, tried a second time when its node did not register in
+    time: a busy laptop should not lose a study to Ray's fixed start-up wait."""
+    for attempt in (1, 2):
+        try:
+            with quiet_ray_start(verbose):
+                ray.init(num_cpus=num_cpus, object_store_memory=256 * 1024**2, **quiet)
+            return
+        except Exception as err:
+            if attempt == 2 or not _start_timed_out(err):
+                raise
+            ray.shutdown()  # what the first start left, before the second
+            log.warning("a local Ray did not start in time (%s); trying once more",
+                        first_line(err, 80))  # fmt: skip
+
+
 def start_ray(
     address: str | None, num_cpus: int | None, store: StudyStore, verbose: bool = False
 ) -> bool:
@@ -54,15 +76,18 @@ def start_ray(
         return False
     quiet = {"include_dashboard": False, "logging_level": logging.WARNING}
     quiet |= ray_init_options(verbose)
+    where = f"--address {address}" if address else "a local Ray"
     try:
         if address:
             ray.init(address=address, **quiet)
         else:
-            with quiet_ray_start(verbose):
-                ray.init(num_cpus=num_cpus, object_store_memory=256 * 1024**2, **quiet)
+            _start_local_ray(num_cpus, quiet, verbose)
     except (ConnectionError, RuntimeError, ValueError) as err:
-        where = f"--address {address}" if address else "a local Ray"
         raise UserInputError(f"cannot start or reach {where}: {first_line(err)}") from err
+    except Exception as err:  # Ray's own start-up timeout is a bare Exception
+        if not _start_timed_out(err):
+            raise
+        raise UserInputError(f"cannot start {where}: {first_line(err)}") from err
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     log.info(
         "Ray: %d node(s) on %d host(s), resources %s",

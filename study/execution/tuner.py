@@ -160,6 +160,7 @@ def run_experiment(context: PhaseContext, name: str, searcher, scheduler, n_tria
     at_once = trials_at_once(
         context.spec.resources, ray.cluster_resources(), context.max_concurrent
     )
+    searcher.slots = at_once  # a trial, and its sample, is created only for a free slot
     progress = context.progress
     if progress is not None:
         progress.experiment_started(at_once)

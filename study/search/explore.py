@@ -118,10 +118,10 @@ class ArmSearcher(SavedSearcher):
             _storage_failed = True
 
     def suggest(self, trial_id: str) -> dict | None:
+        if not self._room():  # before asking Optuna: a sample is drawn only for a free slot
+            return None
         if not self._queue and not self._ask_next_sample():
             return Searcher.FINISHED
-        if not self._room():
-            return None
         sample, seed = self._queue.pop(0)
         self._trial_sample[trial_id] = (sample.key, seed)
         arm = self._arms[self._arm_index(sample.arm)]

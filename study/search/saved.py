@@ -14,21 +14,29 @@ class SavedSearcher(Searcher):
     never user input. Restoring updates the object in place, so the scheduler that holds a
     reference to it sees the restored state."""
 
-    max_running: int | None = None  # set by the scheduler; None: as many as resources allow
+    max_running: int | None = None  # set by the scheduler from --max-concurrent
     active_trials: int = 0  # running + pending, refreshed by the scheduler at every step
+    # how many trials the cluster runs side by side, set by the phase as it starts (never
+    # saved: a resumed phase sets it for the cluster it resumes on); None: no such limit
+    slots: int | None = None
 
     def _room(self) -> bool:
         """Tune starts every pending trial that fits the resources without asking the
-        scheduler, so a concurrency limit must stop trials from being created at all."""
-        return self.max_running is None or self.active_trials < self.max_running
+        scheduler, so a concurrency limit must stop trials from being created at all. The
+        limit is also the cluster's free slots: a trial created while every slot is taken
+        only waits, and a searcher that draws its sample then (explore's Optuna) draws it
+        before the results of the trials still running can inform it."""
+        limits = [n for n in (self.max_running, self.slots) if n]
+        return not limits or self.active_trials < min(limits)
 
     def _admitted(self, config: dict) -> dict:
         self.active_trials += 1
         return config
 
     def save(self, checkpoint_path: str) -> None:
+        state = {key: value for key, value in self.__dict__.items() if key != "slots"}
         with open(checkpoint_path, "wb") as out:
-            pickle.dump(self.__dict__, out)
+            pickle.dump(state, out)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as src:

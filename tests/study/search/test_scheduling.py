@@ -167,6 +167,29 @@ def test_the_concurrency_gate_holds_back_new_trials(spec):
     assert limited.suggest("c") is not None
 
 
+def test_optuna_is_asked_for_a_sample_only_when_a_slot_is_free(spec, tmp_path):
+    """Two slots (the cluster's, no --max-concurrent): the two seeds of arm 0's first sample
+    take them; asking for a third trial then creates none and draws nothing from Optuna, so
+    the next sample is drawn once a slot frees, not while both still train. The slot count
+    is the cluster's, so it is not saved with the searcher."""
+    searcher = ArmSearcher(spec, make_plan(spec).arms)
+    searcher.slots = 2
+
+    def asked() -> int:
+        return sum(len(study.trials) for study in searcher._studies.values())
+
+    assert searcher.suggest("a") and searcher.suggest("b") and asked() == 1
+    for _ in range(3):
+        assert searcher.suggest("c") is None
+    assert asked() == 1  # no slot, no draw
+    searcher.active_trials = 1  # the scheduler saw one finish
+    assert searcher.suggest("c") is not None and asked() == 2
+    searcher.save(str(tmp_path / "state.pkl"))
+    fresh = ArmSearcher(spec, make_plan(spec).arms)
+    fresh.restore(str(tmp_path / "state.pkl"))
+    assert fresh.slots is None and fresh.active_trials == 2
+
+
 def _finish(searcher, trial_id, config, f1=None, error=False):
     result = _result(40, 4.0, f1, final=True) if f1 is not None else {"dev_f1": 0.1}
     searcher.on_trial_complete(trial_id, result, error=error)

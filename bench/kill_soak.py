@@ -15,7 +15,7 @@ here: Optuna's samples and ASHA's stops depend on the order results arrive in, w
 runs share, killed or not.
 
 The soak's Ray runtime is `ray start --head` (no CPUs: the driver's node) and `--nodes`
-worker nodes of 2 CPUs each (tests/ray_nodes.py); the uninterrupted reference runs at the
+worker nodes of 2 CPUs each (bench/ray_nodes.py); the uninterrupted reference runs at the
 same time beside it on its own head and one worker node, so that the node loss is the
 soak's alone. Where each driver dies is drawn from `--seed` (`kill_points`): the first
 once it has finished some trials, a later one either in its first seconds (start-up,
@@ -49,13 +49,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import ray_nodes
 import yaml
 from soak_audit import NAMES, STUDY, audit, planned_trials, table_differences
-from support import SYNTHETIC, machine_line, suite_helper
+from support import SYNTHETIC, machine_line
 
 REPO = Path(__file__).resolve().parent.parent
-ray_nodes = suite_helper("ray_nodes")
-study_helpers = suite_helper("study_helpers")
 
 DEPTHS = [12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]  # one arm each
 FINISHED_LINE = b"study.tracking.callback: trial finished: "
@@ -111,7 +110,7 @@ class KillPoint:
 
 @dataclass
 class NodeLoss:
-    node: object  # tests/ray_nodes.Node
+    node: object  # ray_nodes.Node
     attempt: int
     trials: int  # finished trials into that attempt
     done: bool = False
@@ -123,7 +122,7 @@ class Driver:
 
     study: Path
     folder: Path
-    cluster: object  # tests/ray_nodes.RayCluster
+    cluster: object  # ray_nodes.RayCluster
     attempts: list[Attempt] = field(default_factory=list)
 
     @property
@@ -180,7 +179,7 @@ class Driver:
                         os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
                     killed = True
-                    study_helpers.kill_session(process.pid)  # anything that left its group
+                    ray_nodes.kill_session(process.pid)  # anything that left its group
                     break
                 time.sleep(0.05)
         finally:  # the bench itself stopped (Ctrl-C): its driver goes with it

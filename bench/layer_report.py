@@ -1,7 +1,7 @@
 """How long does the report of a default-size study take, cross-trial layer sections included?
 Target: within 60 s on 2 cores, for each of the default studies.
 
-The store is SYNTHETIC (tests/layer_store.py): the shape of each study's default profile (its
+The store is SYNTHETIC (bench/layer_store.py): the shape of each study's default profile (its
 arms, its confirm seeds, a dev-F1 history and layer dynamics per trial) written into a fresh
 sqlite MLflow store, and per confirm trial a fingerprint artifact of the real size: the
 pretrained MiniLM's fingerprint on the default dynamics sample (the first 64 WNUT-16 dev
@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from support import NO_TRAINING, machine_line, suite_helper
+import layer_store
+from support import NO_TRAINING, machine_line
 
 REPO = Path(__file__).resolve().parent.parent
-layer_store = suite_helper("layer_store")
 
 # each default profile's arms (resolved factors, as the arm runs record them), confirm seeds
 # and compare baseline

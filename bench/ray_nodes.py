@@ -32,7 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.servers import free_port
+import psutil
+from servers import free_port
 
 RAY = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
 
@@ -212,3 +213,12 @@ def head_and_worker(
         except ClusterError as err:
             pytest.fail(str(err))
         yield cluster, worker, node_ids
+
+
+def kill_session(session: int) -> None:
+    """Whatever the killed driver started that outlived it, and nothing else: `ray stop` would
+    also stop every other Ray on this machine."""
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getsid(proc.pid) == session:
+                proc.kill()

@@ -18,9 +18,9 @@ timed on its own, and the driver's peak memory is the driver's.
 The trials are `trainable: synthetic` (trainables/settings/surface.py) at 0 s per step: two
 evaluations of 10 steps each (`--epochs`) unless ASHA stops them at the first, so the
 driver, not the trials, is what is measured. The cluster is `ray start --head` (no CPUs: the
-driver's node) and `--nodes` worker nodes of 2 CPUs each (tests/ray_nodes.py); PostgreSQL is
-a throwaway cluster behind `mlflow server`, both on 127.0.0.1 (tests/servers.py,
-tests/mlflow_server.py).
+driver's node) and `--nodes` worker nodes of 2 CPUs each (bench/ray_nodes.py); PostgreSQL is
+a throwaway cluster behind `mlflow server`, both on 127.0.0.1 (bench/servers.py,
+bench/mlflow_server.py).
 
 The default plan (`DEFAULT_PLAN`) is sized to finish within 15 minutes on 2 cores (about 14,
 docs/scale.md has the arithmetic): sqlite at 1,000 and 10,000 trials over 10 arms (the growth
@@ -51,18 +51,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import mlflow_server
 import numpy as np
 import psutil
+import ray_nodes
+import servers
 import yaml
-from support import SYNTHETIC, machine_line, suite_helper
+from support import SYNTHETIC, machine_line
 
 from study.tracking.timing import ENV as TIMES_ENV
 from study.tracking.timing import read_times
 
 REPO = Path(__file__).resolve().parent.parent
-mlflow_server = suite_helper("mlflow_server")
-ray_nodes = suite_helper("ray_nodes")
-servers = suite_helper("servers")
 
 STUDY = "scale"
 EPOCHS = 2  # evaluations per trial unless ASHA stops it at the first (see the docstring)

@@ -4,7 +4,7 @@
         s3.create_bucket("runs"); ...; s3.stop(); ...; s3.start()
     with postgres_cluster() as pg:          # a throwaway PostgreSQL cluster
         url = pg.create_database("mlflow", "tracker", "secret")
-        with mlflow_ui_server(url) as base_url: ...   # tests/mlflow_server.py
+        with mlflow_ui_server(url) as base_url: ...   # bench/mlflow_server.py
 
 Each yields once its server answers and stops it on exit, however the test ends; ports are
 free ones on loopback, found when the server starts.

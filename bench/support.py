@@ -1,35 +1,12 @@
-"""The test suite's helpers (synthetic layer stores, an MLflow server, Ray nodes, PostgreSQL)
-for the benchmarks, which run as `python bench/X.py` from the repository root.
-
-The helpers live in tests/, which is not installed with `study` and `trainables`, so this
-module makes the `tests` package importable from its folder (tests/__init__.py) rather than
-putting the repository root on `sys.path` in every script; the helpers' own `tests.*`
-imports then resolve inside that package.
+"""What the benchmarks share, run as `python bench/NAME.py` from the repository root: the
+header line that says which machine and precision the numbers were made on. The local
+services a benchmark starts (servers.py, mlflow_server.py, ray_nodes.py, layer_store.py) are
+modules beside this one, imported by name; the tests import them too (docs/testing.md).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
-from pathlib import Path
-from types import ModuleType
-
-TESTS = Path(__file__).resolve().parent.parent / "tests"
-
-
-def suite_helper(name: str) -> ModuleType:
-    """The helper module tests/<name>.py, imported as `tests.<name>`."""
-    if "tests" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "tests", TESTS / "__init__.py", submodule_search_locations=[str(TESTS)]
-        )
-        package = importlib.util.module_from_spec(spec)
-        sys.modules["tests"] = package
-        spec.loader.exec_module(package)
-    return importlib.import_module(f"tests.{name}")
-
 
 # the CPU flags a bench's speed depends on most: wide vectors and the bf16 / AMX units
 SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")

@@ -1,5 +1,5 @@
 """Look at one artifact of a run the way a person does: the MLflow UI's artifact view, in
-headless Chromium (the server is tests/mlflow_server.py's, the browser plumbing
+headless Chromium (the server is bench/mlflow_server.py's, the browser plumbing
 tests/mlflow_ui.py's).
 
     with mlflow_ui_server("sqlite:///.../mlflow.db") as base_url:

@@ -1,12 +1,12 @@
 """Look at a study the way a person does: the MLflow UI's runs table, in headless Chromium.
 
-    with mlflow_ui_server("sqlite:///.../mlflow.db") as base_url:   # tests/mlflow_server.py
+    with mlflow_ui_server("sqlite:///.../mlflow.db") as base_url:   # bench/mlflow_server.py
         text = capture_runs_table(base_url, "ner_depth", "runs.png")
 
 `capture_runs_table` opens the experiment's runs page (the "Model training" workflow), shows
 the arm runs and the summary metric columns, waits for them to render, takes a full-page
 screenshot and returns the table as tab-separated text (a header line, then one line per row,
-as the UI shows them). The server it looks at comes from tests/mlflow_server.py.
+as the UI shows them). The server it looks at comes from bench/mlflow_server.py.
 
 How the MLflow 3 UI is made to show them (tried on 3.17.2):
 - The experiment page opens on the GenAI workflow (a traces overview); the URL parameter
@@ -39,8 +39,7 @@ import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 
-# mlflow_ui_server is imported from here by callers older than tests/mlflow_server.py
-from tests.mlflow_server import mlflow_ui_server, server_api  # noqa: F401
+from mlflow_server import server_api
 
 SUMMARY_METRICS = ("f1_mean", "f1_std", "n_seeds")
 CHROMIUM_ARGS = [

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import io
 import json
 import os
@@ -19,26 +18,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-import psutil
 import yaml
 from mlflow.tracking import MlflowClient
+from ray_nodes import kill_session
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def bench_module(name: str):
-    """bench/<name>.py as a module, imported with bench/ on the path for as long as it loads,
-    since a bench script imports its neighbours (`support`, `search_reference`) by name."""
-    bench = str(REPO / "bench")
-    sys.path.insert(0, bench)
-    try:
-        spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # as an import would: dataclasses look their module up there
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(bench)
-    return module
 
 
 def write_study(folder: Path, model: str, corpus: dict[str, str], **overrides: Any) -> Path:
@@ -235,15 +219,6 @@ def kill_driver(driver: subprocess.Popen, seen: list[str]) -> None:
     seen += driver.stdout.read().splitlines(keepends=True)  # what was already in the pipe
     driver.wait()
     kill_session(driver.pid)
-
-
-def kill_session(session: int) -> None:
-    """Whatever the killed driver started that outlived it, and nothing else: `ray stop` would
-    also stop every other Ray on this machine."""
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, OSError):
-            if os.getsid(proc.pid) == session:
-                proc.kill()
 
 
 def assert_every_trial_once(

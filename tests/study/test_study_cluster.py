@@ -1,4 +1,4 @@
-"""A study on a two-node Ray cluster on this machine (tests/ray_nodes.py: `ray start --head`
+"""A study on a two-node Ray cluster on this machine (bench/ray_nodes.py: `ray start --head`
 and a second `ray start --address`, each with its own temp dir and one CPU, so trials must use
 both, with token authentication)."""
 
@@ -8,10 +8,10 @@ import os
 from collections import Counter
 
 import pytest
+from ray_nodes import head_and_worker
 
 from study.execution.runtime import storage_problem
 from study.execution.storage import StudyStore
-from tests.ray_nodes import head_and_worker
 from tests.study_helpers import driver_tracebacks, run_study, runs_by_kind, write_study
 
 pytestmark = pytest.mark.study

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
+from servers import S3_ENV, s3_server, s3_unavailable_reason
 
-from tests.servers import S3_ENV, s3_server, s3_unavailable_reason
 from trainables.training.trial_folder import FINAL_FILE, TrialFolder
 
 FINAL = {"dev_f1": 0.41, "final": True}

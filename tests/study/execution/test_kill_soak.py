@@ -15,10 +15,11 @@ import re
 import subprocess
 import sys
 
+import kill_soak as kill_soak_script  # bench/kill_soak.py
 import pytest
+from ray_nodes import ray_unavailable_reason
 
-from tests.ray_nodes import ray_unavailable_reason
-from tests.study_helpers import REPO, bench_module
+from tests.study_helpers import REPO
 
 SHORT = ["--trials", "300", "--arms", "10", "--kills", "3", "--seed", "1", "--nodes", "2"]
 
@@ -63,7 +64,7 @@ class ScriptedDriver:
 
 @pytest.fixture(scope="module")
 def kill_soak():
-    return bench_module("kill_soak")
+    return kill_soak_script
 
 
 def _soak(kill_soak, script, kills=2, resumes=3):

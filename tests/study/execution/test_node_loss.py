@@ -1,4 +1,4 @@
-"""A Ray node that dies mid-study (tests/ray_nodes.py: a head that the driver attaches to and
+"""A Ray node that dies mid-study (bench/ray_nodes.py: a head that the driver attaches to and
 one worker node, on this machine). The worker is killed, raylet and trial workers at once,
 while a trial on it is between checkpoints: that trial starts again from its last checkpoint
 on the surviving node, the study finishes, and MLflow holds each trial once, the retried one
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
+from ray_nodes import head_and_worker
 
-from tests.ray_nodes import head_and_worker
 from tests.study_helpers import (
     kill_driver,
     runs_by_kind,

@@ -15,18 +15,18 @@ from pathlib import Path
 import psutil
 import pyarrow.fs as pafs
 import pytest
+from ray_nodes import kill_session
+from servers import S3_ENV, s3_server, s3_unavailable_reason
 
 from study.execution.saved_state import damaged_state
 from study.names import DRIVERS_TAG, WALL_TAG
 from study.search.tune_internals import EXPERIMENT_STATE_PATTERN
-from tests.servers import S3_ENV, s3_server, s3_unavailable_reason
 from tests.study_helpers import (
     SMALL_STUDY,
     assert_each_trial_ended_once,
     assert_every_trial_once,
     finished_trials,
     kill_driver,
-    kill_session,
     read_until,
     run_study,
     runs_by_kind,

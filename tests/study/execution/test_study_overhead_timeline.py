@@ -9,16 +9,16 @@ import logging
 import time
 
 import pytest
+import study_overhead
 
 from study.execution import tuner
 from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
 from study.tracking import callback
-from tests.study_helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def overhead():
-    return bench_module("study_overhead")  # it imports its neighbour `support`
+    return study_overhead
 
 
 def driver_line(logger: logging.Logger, at: float, message: str) -> str:

@@ -1,5 +1,5 @@
 """The report's cross-trial layer sections, from a real MLflow store holding fingerprint
-artifacts (synthetic ones: tests/layer_store.py): every pair they compare equals comparing the
+artifacts (synthetic ones: bench/layer_store.py): every pair they compare equals comparing the
 fingerprints in memory; which pairs each kind takes; the low-vs-last claim and its interval;
 and one line, nothing written, when a report asked for them finds none."""
 
@@ -13,12 +13,12 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from layer_store import perturbed, write_layer_study
 from scipy import stats as scipy_stats
 
 from study import stats
 from study.report import layer_pairs, write_report
 from study.report.layer_pairs import layer_table
-from tests.layer_store import perturbed, write_layer_study
 from tests.study_helpers import REPO
 from tests.trainables.test_dynamics import batches, pretrained
 from trainables.measures.fingerprints.capture import capture

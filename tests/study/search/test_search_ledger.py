@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from tests.study_helpers import bench_module
+import search_ledger
 
 
 @pytest.fixture(scope="module")
 def ledger():
-    return bench_module("search_ledger")
+    return search_ledger
 
 
 def _rows(module, tag: str, value: str, study_run: str, lrs: list[float]) -> pd.DataFrame:

@@ -11,13 +11,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
-from tests.study_helpers import bench_module
+import search_noise
 
 
 @pytest.fixture(scope="module")
 def noise():
-    return bench_module("search_noise")
+    return search_noise
 
 
 def _curve(lrs, dev, sd=0.0, epochs=4.0, seeds=3, arm="depth=5"):

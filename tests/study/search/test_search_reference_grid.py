@@ -9,14 +9,14 @@ import math
 
 import pandas as pd
 import pytest
+import search_reference
 
 from study.plan import Arm
-from tests.study_helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def reference():
-    return bench_module("search_reference")
+    return search_reference
 
 
 ARMS = [Arm(0, {"depth": 5}), Arm(1, {"depth": 6})]

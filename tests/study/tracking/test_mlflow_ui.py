@@ -11,9 +11,9 @@ without chromium or playwright.
 from __future__ import annotations
 
 import pytest
+from mlflow_server import mlflow_ui_server
 
 from tests.mlflow_artifact_view import capture_html_artifact
-from tests.mlflow_server import mlflow_ui_server
 from tests.mlflow_ui import SUMMARY_METRICS, browser_unavailable_reason, capture_runs_table
 from tests.study_helpers import runs_by_kind, tracking_uri
 

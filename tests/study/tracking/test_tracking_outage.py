@@ -13,10 +13,10 @@ from collections import Counter
 
 import pytest
 from mlflow.tracking import MlflowClient
+from mlflow_server import mlflow_server, mlflow_ui_server
 
 from study.tracking import store
 from study.tracking.store import StudyTracker, patiently
-from tests.mlflow_server import mlflow_server, mlflow_ui_server
 from tests.study_helpers import REPO, study_command, write_study
 
 pytestmark = pytest.mark.study

@@ -14,11 +14,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from mlflow_server import MlflowServer, mlflow_server
+from ray_nodes import kill_session
+from servers import postgres_cluster, postgres_unavailable_reason
 
 from study.names import STUDY_RUN_ID
 from tests import study_helpers as studies
-from tests.mlflow_server import MlflowServer, mlflow_server
-from tests.servers import postgres_cluster, postgres_unavailable_reason
 
 pytestmark = [
     pytest.mark.study,
@@ -259,7 +260,7 @@ def test_two_studies_outlive_two_crashes_of_their_server(postgres, tracking_serv
             if driver.poll() is None:
                 os.killpg(driver.pid, signal.SIGKILL)
                 driver.wait()
-            studies.kill_session(driver.pid)
+            kill_session(driver.pid)
     assert tracking_server.starts == 3
     for name in names:
         output = outputs[name].read_text()

@@ -17,7 +17,8 @@ from transformers import AutoModelForTokenClassification, PreTrainedModel
 
 from trainables.data.labels import LabelMap
 from trainables.errors import ModelError
-from trainables.model.tagger import Tagger, quiet_transformers
+from trainables.model.quiet import quiet_transformers
+from trainables.model.tagger import Tagger
 
 CLASSIFIER = "classifier"  # the head's name in every supported family's token classifier
 

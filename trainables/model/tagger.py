@@ -7,7 +7,6 @@ family, and every random draw comes from one seeded generator.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 
 import torch
@@ -21,12 +20,12 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
-from transformers.utils import logging as hf_logging
 
 from trainables.errors import ModelError, first_line
 from trainables.model import hf_internals, surgery, tiny
 from trainables.model.dropout import use_mask_attention_dropout, use_mask_dropout
 from trainables.model.embedding_gradient import use_row_gradient_embeddings
+from trainables.model.quiet import quiet_transformers
 from trainables.settings.config import Architecture, TrialConfig
 from trainables.settings.model_source import (  # noqa: F401 - EMBEDDED_MODEL re-exported
     EMBEDDED_MODEL,
@@ -49,21 +48,6 @@ def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
     model_class = hf_internals.encoder_class(config)
     params = inspect.signature(model_class.__init__).parameters
     return {"add_pooling_layer": False} if "add_pooling_layer" in params else {}
-
-
-@contextlib.contextmanager
-def quiet_transformers():
-    """Loading a checkpoint that has a pooler into an encoder without one is intended here;
-    transformers reports the unused pooler weights as a warning table on every load."""
-    previous, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(previous)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def _load_model(

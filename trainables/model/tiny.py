@@ -23,6 +23,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from trainables.model.quiet import quiet_transformers
 from trainables.settings.layouts import SUPPORTED_MODEL_TYPES
 from trainables.settings.model_source import TINY_CONFIG
 
@@ -186,8 +187,9 @@ def tiny_model_folder(
         vocab_size=len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
     )
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    with quiet_transformers():  # no progress bar in a trial's or a test's output
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
     return folder
 
 

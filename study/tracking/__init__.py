@@ -1,7 +1,8 @@
 """MLflow tracking of a study, written and read in one place: `store` (the run tree, no Ray),
-`callback` (the Tune callback the driver runs), `reading` (a study read back into pandas, for
-the report, the driver's confirm rounds and bench/), `summary` (what the driver prints at the
-end, read back from MLflow).
+`callback` (the Tune callback the driver runs), `reading` (a study read back, for the report,
+the driver's choice of confirm samples and its confirm rounds, and bench/), `summary` (what
+the driver prints at the end, read back from MLflow). No module outside this package queries
+MLflow (tests/study/tracking/test_results_reader.py).
 
 Only the Ray-free writer is re-exported here, so that importing `study.tracking.reading` (the
 report does) loads no Ray; the callback is imported from `study.tracking.callback`.

@@ -478,11 +478,11 @@ def _report(
 
     try:
         report = write_report(uri, study, run_id=study_run, reports_root=reports)
+        per_run, counts = run_metrics(report)
+        patiently(lambda: tracker.log_report(study_run, per_run, counts, report.folder), uri)
     except Exception as err:  # noqa: BLE001 - any failure of the report, never of the study
         log.debug("the report failed", exc_info=err)  # its traceback, with --verbose
         return None, joined(
-        per_run, counts = run_metrics(report)
-        patiently(lambda: tracker.log_report(study_run, per_run, counts, report.folder), uri)
             f"the study finished but its report failed ({type(err).__name__}: "
             f"{first_line(err, 300)}); its data is in MLflow: make the report with: {again}"
         )

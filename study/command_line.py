@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from study.catalog import help_table, study_entries
+from study.outputs import DEFAULT_REPORTS, DEFAULT_STORAGE, DEFAULT_TRACKING
 from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, add_set_option, exit_codes
 from trainables.errors import UserInputError
 
@@ -91,15 +92,15 @@ def build_parser(folder: Path | None = None) -> OneLineParser:
                         "writes nothing")  # fmt: skip
     parser.add_argument("--max-concurrent", type=int, metavar="N", help="trials running at once")
     parser.add_argument("--tracking-uri", metavar="URI",
-                        help="MLflow tracking URI (default sqlite:///mlflow.db)")  # fmt: skip
-    parser.add_argument("--storage", default="ray_results", metavar="PATH_OR_URI",
-                        help="Ray results: path or URI (default ray_results)")  # fmt: skip
+                        help=f"MLflow tracking URI (default {DEFAULT_TRACKING})")  # fmt: skip
+    parser.add_argument("--storage", default=DEFAULT_STORAGE, metavar="PATH_OR_URI",
+                        help=f"Ray results: path or URI (default {DEFAULT_STORAGE})")  # fmt: skip
     parser.add_argument("--num-cpus", type=int, metavar="N",
                         help="CPUs for a local Ray (default: all)")  # fmt: skip
     parser.add_argument(
-        "--reports", default="reports", metavar="FOLDER",
-        help="where the report folder goes (default reports; 'none': no report at the end, "
-        "python -m study.report makes it later)",
+        "--reports", default=DEFAULT_REPORTS, metavar="FOLDER",
+        help=f"where the report folder goes (default {DEFAULT_REPORTS}; 'none': no report at the "
+        "end, python -m study.report makes it later)",
     )  # fmt: skip
     add_set_option(parser, "a study-file setting: a dotted KEY such as fixed.epochs")
     parser.add_argument("--verbose", action="store_true", help="also show Ray's own output")

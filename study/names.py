@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from study.outputs import OUTPUTS
 from trainables.settings import CHECKPOINT_EVERY_S as CHECKPOINT_EVERY_S
 from trainables.settings import TRIAL_CONFIG as TRIAL_CONFIG
 
@@ -53,8 +54,9 @@ CODE_VERSIONS_TAG = "code_versions"  # on the study run: each driver's code, a J
 # other code appends it, a killed driver's included)
 
 
-def default_tracking_uri(base: Path | str = ".") -> str:
-    """A sqlite store beside the project (MLflow 3 refuses a bare file store)."""
+def default_tracking_uri(base: Path | str = OUTPUTS) -> str:
+    """A sqlite store in the outputs folder (study/outputs.py; MLflow 3 refuses a bare file
+    store)."""
     return f"sqlite:///{(Path(base) / 'mlflow.db').resolve()}"
 
 

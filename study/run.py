@@ -43,6 +43,7 @@ from study.names import (
     default_tracking_uri,
     tracking_uri,
 )
+from study.outputs import DEFAULT_REPORTS, outputs_line, stores_closed
 from study.plan import StudyPlan, make_plan
 from study.precision import settle_precision
 from study.progress.line import StudyProgress
@@ -213,6 +214,8 @@ def _check_before_writing(
     _check_local_resources(args, spec)
     optuna_url = _optuna_storage(args, uri, store)
     plan = make_plan(spec)
+    optuna = optuna_url if spec.explore else None
+    log.info("%s", outputs_line(shown_uri(uri), store.root, args.reports, optuna))  # first
     log.info("plan: %s; precision %s", plan.summary(), state.precision)
     log.info("data: %s", data_line)
     log.info("results in %s; MLflow at %s%s", store.join(study_dir), shown_uri(uri),
@@ -412,7 +415,7 @@ def _report_command(uri: str, study: str, study_run: str, reports: str, profile:
     command = f"python -m study.report {shlex.quote(study)} --run-id {study_run}"
     if uri != default_tracking_uri():
         command += f" --tracking-uri {shlex.quote(uri)}"
-    if reports.lower() not in (NO_REPORT, "reports"):
+    if reports.lower() != NO_REPORT and Path(reports) != Path(DEFAULT_REPORTS):
         command += f" --out {shlex.quote(str(report_folder(reports, study, profile)))}"
     return command
 
@@ -492,8 +495,8 @@ def _report(
 
 def command() -> int:
     """`python -m study.run` and the installed `study-run`: `main`, then an exit that skips
-    the interpreter's last garbage collection."""
-    return leaving_quickly(main())
+    the interpreter's last garbage collection, its sqlite stores closed first."""
+    return leaving_quickly(stores_closed(main()))
 
 
 if __name__ == "__main__":

@@ -119,12 +119,13 @@ def test_own_study_folder_comes_before_the_shipped_one(installed, tmp_path):
 
 @pytest.mark.study
 def test_smoke_study_from_an_empty_folder(installed, tmp_path):
-    """The issue's check: the smoke study runs and writes its report under the working folder."""
+    """The issue's check: the smoke study runs and writes its report under the working
+    folder's outputs/."""
     done = _run(installed, tmp_path, "study-run", "ner_depth", "--profile", "smoke",
                 "--num-cpus", "2", timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "reports" / "ner_depth-smoke" / "README.md").is_file()
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert (tmp_path / "outputs" / "reports" / "ner_depth-smoke" / "README.md").is_file()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("ner_depth")
     [study_run] = client.search_runs([experiment.experiment_id], "tags.run_kind = 'study'")
     versions = json.loads(study_run.data.tags[LIBRARIES_TAG])

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from study.folder_names import check_name, inside
 from study.names import tracking_uri
+from study.outputs import DEFAULT_TRACKING, stores_closed
 from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
 from trainables.errors import UserInputError, joined
 
@@ -73,7 +74,7 @@ def build_parser() -> OneLineParser:
                         "(transformers flavour) and register it as NAME, a new version "
                         "each time")  # fmt: skip
     parser.add_argument("--tracking-uri", metavar="URI",
-                        help="MLflow tracking URI (default sqlite:///mlflow.db)")  # fmt: skip
+                        help=f"MLflow tracking URI (default {DEFAULT_TRACKING})")  # fmt: skip
     parser.add_argument("--run-id", metavar="RUN",
                         help="the study run (default: the newest finished one)")  # fmt: skip
     return parser
@@ -157,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def command() -> int:
     """`python -m study.export` and the installed `study-export`: `main`, then an exit that skips
-    the interpreter's last garbage collection."""
-    return leaving_quickly(main())
+    the interpreter's last garbage collection, its sqlite stores closed first."""
+    return leaving_quickly(stores_closed(main()))
 
 
 if __name__ == "__main__":

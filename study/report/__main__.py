@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from study.names import tracking_uri
+from study.outputs import DEFAULT_REPORTS, DEFAULT_TRACKING, stores_closed
 from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
 from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
 from trainables.errors import UserInputError, joined
@@ -42,9 +43,10 @@ def build_parser() -> OneLineParser:
     )  # fmt: skip
     parser.add_argument("study", help="study name (the MLflow experiment)")
     parser.add_argument("--tracking-uri", metavar="URI",
-                        help="MLflow tracking URI (default sqlite:///mlflow.db)")  # fmt: skip
+                        help=f"MLflow tracking URI (default {DEFAULT_TRACKING})")  # fmt: skip
     parser.add_argument("--out", metavar="FOLDER",
-                        help="report folder (default reports/<study>[-<profile>])")  # fmt: skip
+                        help=f"report folder (default {DEFAULT_REPORTS}/<study>[-<profile>])",
+                        )  # fmt: skip
     parser.add_argument("--run-id", metavar="RUN",
                         help="the study run (default: the newest finished one)")  # fmt: skip
     parser.add_argument("--layers", action="store_true",
@@ -79,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def command() -> int:
     """`python -m study.report` and the installed `study-report`: `main`, then an exit that skips
-    the interpreter's last garbage collection."""
-    return leaving_quickly(main())
+    the interpreter's last garbage collection, its sqlite stores closed first."""
+    return leaving_quickly(stores_closed(main()))
 
 
 if __name__ == "__main__":

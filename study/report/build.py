@@ -23,6 +23,7 @@ import pandas as pd
 from study import stats
 from study.folder_names import MARKER, MARKER_TEXT, check_replaceable, report_folder
 from study.names import CONFIRM
+from study.outputs import DEFAULT_REPORTS
 from study.report import plots
 from study.report.html import render_html
 from study.report.layer_pairs import require_fingerprints
@@ -148,7 +149,7 @@ def write_report(
     study: str,
     out: Path | str | None = None,
     run_id: str | None = None,
-    reports_root: Path | str = "reports",
+    reports_root: Path | str = DEFAULT_REPORTS,
     aso: dict | None = None,
     require_layers: bool = False,
 ) -> Report:

@@ -12,13 +12,18 @@ the same host, as a sqlite file always should be: on a shared file system, use a
 server.
 
 The mode is set by a SQLAlchemy `connect` listener, only for the database files registered
-here (MLflow makes its engine itself), and persists in the file.
+here (MLflow makes its engine itself), and persists in the file. In WAL mode sqlite keeps
+`mlflow.db-wal` and `mlflow.db-shm` beside the file while any connection is open, and the
+last one to close folds the log into the database and removes both: a command that exits
+with its pooled connections open leaves them behind (a 4 MB `-wal` after a smoke study), so
+each command closes them as it returns (`close_sqlite_stores`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 
 from sqlalchemy import event
@@ -27,6 +32,21 @@ from sqlalchemy.engine import Engine
 _files: set[str] = set()
 _lock = threading.Lock()
 _listening = False
+_engines: weakref.WeakSet[Engine] = weakref.WeakSet()  # every sqlite engine this process used
+
+
+@event.listens_for(Engine, "engine_connect")
+def _remember_sqlite(connection) -> None:
+    if connection.engine.dialect.name == "sqlite":
+        _engines.add(connection.engine)
+
+
+def close_sqlite_stores() -> None:
+    """Close the pooled connections of every sqlite engine this process used (the MLflow
+    store, Optuna's storage), so that the last close checkpoints the write-ahead log and
+    removes `-wal` and `-shm`. The engines stay usable: a later use connects again."""
+    for engine in list(_engines):
+        engine.dispose()
 
 
 def write_ahead(tracking_uri: str) -> None:

@@ -16,6 +16,7 @@ import logging
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import yaml
 
@@ -43,7 +44,7 @@ from study.names import (
 from study.plan import StudyPlan
 from study.precision import PRECISION_KEY, resolved_precision
 from study.spec import StudySpec
-from study.tracking.probe import probe_database, probe_server_store, shown_uri
+from study.tracking.probe import probe_database, probe_server_store, shown_uri, sqlite_file
 from study.tracking.reading import listed_code_versions
 from study.tracking.store import StudyTracker
 from trainables.errors import UserInputError, first_line
@@ -75,7 +76,12 @@ SCHEMA_RETRIES = 5
 
 def connect_tracking(uri: str, experiment: str) -> StudyTracker:
     """Open the tracking store; any error there is the user's URI or server, said in one line,
-    except a race with another process creating the same store's schema, which is retried."""
+    except a race with another process creating the same store's schema, which is retried.
+    MLflow makes a new sqlite file but not its folder (`outputs/` on a first run): made here,
+    once every check has passed."""
+    database = sqlite_file(uri)
+    if database is not None:
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(SCHEMA_RETRIES + 1):
         try:
             return StudyTracker(uri, experiment)

@@ -64,8 +64,8 @@ def test_the_python_api_page_runs_a_smoke_study_and_reads_every_trial(tmp_path):
         filter_string=f"tags.{STUDY_RUN_ID} = '{seen['run_id']}' and tags.{RUN_KIND} = 'trial'",
     )
     assert seen["rows"] == len(trial_runs) == 12  # the smoke plan: 8 explore + 4 confirm
-    assert seen["verdicts"] > 0 and (tmp_path / "reports" / "ner_depth-smoke").is_dir()
-    assert seen["report"] == str(tmp_path / "reports" / "ner_depth-smoke")
+    assert seen["verdicts"] > 0 and (tmp_path / "outputs" / "reports" / "ner_depth-smoke").is_dir()
+    assert seen["report"] == str(tmp_path / "outputs" / "reports" / "ner_depth-smoke")
     assert seen["left_by_runs"] == []
     assert "unknown factor 'epochz'" in done.stdout  # the page's error block
 

@@ -44,9 +44,10 @@ def test_a_failed_report_is_one_line_with_the_command_that_makes_it(monkeypatch,
         "the study finished but its report failed (IndexError: index 0 is out of bounds for "
         f"axis 0 with size 0); its data is in MLflow: make the report with: {again}"
     )
-    assert driver._report_command(driver.default_tracking_uri(), "s", "R", "reports", "x") == (
-        "python -m study.report s --run-id R"
+    default = driver._report_command(
+        driver.default_tracking_uri(), "s", "R", "outputs/reports", "x"
     )
+    assert default == "python -m study.report s --run-id R"
 
 
 @pytest.mark.parametrize("cpus", [1, 3])

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from study.outputs import OUTPUTS
 from trainables.settings import CHECKPOINT_EVERY_S as CHECKPOINT_EVERY_S
+from trainables.settings import INTERMEDIATE, stage_label
 from trainables.settings import TRIAL_CONFIG as TRIAL_CONFIG
 
 # phases of a study, in the order they run
@@ -52,6 +54,18 @@ CODE_TAG = "code_version"  # on the study run: the code its first driver ran
 CODE_VERSIONS_TAG = "code_versions"  # on the study run: each driver's code, a JSON list in
 # order, a driver with the same code as the one before it folded into it (a resume with
 # other code appends it, a killed driver's included)
+
+
+def factor_value(name: str, value: Any) -> str:
+    """A factor's value as an arm id spells it, and so every figure and table of the report:
+    a number in its shortest form (`1`, not `1.0`), a list of stages by their names (`spans`)."""
+    return stage_label(value) if name == INTERMEDIATE else _short(value)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ";".join(_short(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def default_tracking_uri(base: Path | str = OUTPUTS) -> str:

@@ -13,11 +13,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from study.names import CONFIRM, DRAWN_BY, EXPLORE
+from study.names import CONFIRM, DRAWN_BY, EXPLORE, factor_value
 from study.precision import resolved_precision
 from study.spec import StudySpec
 from trainables.errors import printable
-from trainables.settings import BUDGET, INTERMEDIATE, stage_label, stage_name
+from trainables.settings import BUDGET, INTERMEDIATE, stage_name
 
 
 @dataclass(frozen=True)
@@ -29,18 +29,7 @@ class Arm:
 
     @property
     def id(self) -> str:
-        return ",".join(f"{k}={_shown(k, v)}" for k, v in self.factors.items())
-
-
-def _shown(name: str, value: Any) -> str:
-    """A factor's value in an arm id; a list of stages by its stages' names (`spans`)."""
-    return stage_label(value) if name == INTERMEDIATE else _short(value)
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, list | tuple):
-        return "[" + ";".join(_short(v) for v in value) + "]"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+        return ",".join(f"{k}={factor_value(k, v)}" for k, v in self.factors.items())
 
 
 def arms(spec: StudySpec) -> list[Arm]:

@@ -53,7 +53,7 @@ from study.spec import StudySpec, check_same_overrides, load_study, study_error
 from study.spec.stages import check_stage_data, study_stages
 from trainables.command_line import EXIT_BAD_INPUT, leaving_quickly
 from trainables.data.sources import load_checked_splits
-from trainables.errors import UserInputError, first_line, joined
+from trainables.errors import UserInputError, first_line, joined, printable
 
 if TYPE_CHECKING:  # the driver's Ray, Tune and MLflow: imported where a study runs, so that
     # --help, --list and a bad command line answer without them (tests/test_help_time.py)
@@ -140,10 +140,6 @@ def _set_up_driver(verbose: bool) -> None:
 
 
 def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
-    from study.execution import PhaseContext, start_tracking_and_ray, unplaceable_on_cluster
-    from study.execution.state import write_state
-    from study.tracking.start import open_study_runs
-
     spec = load_study(args.study, args.profile, overrides=args.overrides)
     if study_stages(spec.grid, spec.fixed):
         # an intermediate stage reports its metrics as stage<i>_..., without the study metric,
@@ -153,6 +149,11 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         data_line = _checked_data(spec, planning=True)
         print(f"{make_plan(spec).describe()}\n  data: {data_line}")
         return StudyOutcome(EXIT_OK, spec.name)
+    print(opening_line(spec, args), flush=True)  # before Ray, MLflow and the checks: seconds
+    from study.execution import PhaseContext, start_tracking_and_ray, unplaceable_on_cluster
+    from study.execution.state import write_state
+    from study.tracking.start import open_study_runs
+
     spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec, held)
     tracker, ray_started = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
@@ -179,6 +180,17 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         return _run_study(context, state, tracker, args.reports, ray_started)
     finally:
         context.progress.close()
+
+
+def opening_line(spec: StudySpec, args: argparse.Namespace) -> str:
+    """What a study's run says within a second or two, on stdout (stderr keeps a refusal to
+    its one line): the study, and the seconds of checks and start-up that come before the
+    driver's log (Ray, MLflow and torch load; the data, the stores and the tracking server are
+    checked, and nothing is written until they pass)."""
+    profile = spec.profile or args.profile
+    return (f"study {printable(spec.name)} (profile {printable(profile)}): checking the data, "
+            "the storage and MLflow, then starting Ray; nothing is written until the checks "
+            "pass")  # fmt: skip
 
 
 def _check_before_writing(

@@ -97,6 +97,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def first_line(settings: TrialConfig) -> str:
+    """What the command says at once, before torch, the model and the data load (seconds to
+    a minute) and the first evaluation (at the end of the first epoch unless eval_every says
+    sooner: minutes on a CPU): the trial it trains, and what comes next."""
+    budget = settings.budget or f"{settings.epochs} epoch{'s' if settings.epochs != 1 else ''}"
+    every = f"every {settings.eval_every} steps" if settings.eval_every else "at each epoch's end"
+    return (f"one trial: model {settings.model}, lr {settings.lr:g}, {budget}, seed "
+            f"{settings.seed}; loading torch, the model and the data, then a line per "
+            f"evaluation ({every})")  # fmt: skip
+
+
 def _holds_files(folder: Path) -> bool:
     """Checked before the model and data load, which take seconds."""
     return folder.is_dir() and any(folder.iterdir())
@@ -106,10 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     started = time.time()
-    from trainables.training.trials import new_trial  # torch and transformers: seconds
-
     try:
-        trial = new_trial(read_settings(args.config, args.overrides))
+        settings = read_settings(args.config, args.overrides)  # refused before torch loads
+        log.info("%s", first_line(settings))  # within a second; the next one takes minutes
+        from trainables.training.trials import new_trial  # torch and transformers: seconds
+
+        trial = new_trial(settings)
         if args.resume:
             trial.restore(args.checkpoint_dir)
         metrics = _run_logged(trial, args.checkpoint_dir, args.metrics_out)

@@ -16,8 +16,6 @@ import pandas as pd
 from study.tracking.reading import StudyRecord
 from trainables.errors import UserInputError
 
-DEFAULT_METRIC = {"name": "dev_f1", "mode": "max"}
-
 
 @dataclass(frozen=True)
 class ChosenTrial:
@@ -36,9 +34,8 @@ def _did_you_mean(name: str, known: list[str]) -> str:
 
 
 def study_metric(record: StudyRecord) -> tuple[str, str]:
-    """The study's metric name and mode, as its file declared them."""
-    declared = {**DEFAULT_METRIC, **(record.plan.get("metric") or {})}
-    return str(declared["name"]), str(declared["mode"])
+    """The study's metric name and mode, as its file declared them (`StudyRecord.study_metric`)."""
+    return record.study_metric
 
 
 def resolve_arm(record: StudyRecord, text: str) -> str:

@@ -22,14 +22,13 @@ import pandas as pd
 
 from study import stats
 from study.folder_names import MARKER, MARKER_TEXT, check_replaceable, report_folder
-from study.names import CONFIRM
+from study.names import CONFIRM, factor_value
 from study.outputs import DEFAULT_REPORTS
 from study.report import plots
 from study.report.html import render_html
 from study.report.layer_pairs import require_fingerprints
 from study.report.markdown import is_synthetic, render_markdown, report_title
 from study.report.section import Section, all_sections
-from study.report.text import factor_text
 from study.tracking.reading import (
     StudyRecord,
     layer_dynamics,
@@ -120,7 +119,7 @@ def build_report(record: StudyRecord, folder: Path, aso: dict | None = None) -> 
     for section in sections:
         own = section.tables(record)
         tables.update(own)
-        drawn.update(section.figures(own, folder))
+        drawn.update(section.figures(record, own, folder))
     figures = {k: v for k, v in drawn.items() if v is not None}
     report = Report(record, arm_summary(record), comparisons, figures, folder, tables, sections)
     _write_tables(report, curves, dynamics)
@@ -195,7 +194,7 @@ def comparison_label(c: stats.Comparison, arms: dict[str, dict[str, Any]]) -> st
     """`depth_5_vs_6`: the differing factor and its two values; the other factors are fixed
     by the arm run the metric is logged on."""
     if c.factor and c.factor in arms[c.arm_a] and c.factor in arms[c.arm_b]:
-        a, b = (factor_text(c.factor, arms[arm][c.factor]) for arm in (c.arm_a, c.arm_b))
+        a, b = (factor_value(c.factor, arms[arm][c.factor]) for arm in (c.arm_a, c.arm_b))
         return f"{c.factor}_{a}_vs_{b}"
     return f"vs_{c.arm_b}"
 

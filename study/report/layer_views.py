@@ -21,7 +21,9 @@ import pandas as pd  # noqa: E402
 
 from study import stats  # noqa: E402
 from study.report import layer_pairs  # noqa: E402
-from study.report.plots import MIN_PT, arm_labels, save_figure, subplots, text_colour  # noqa: E402
+from study.report.arm_styles import arm_styles  # noqa: E402
+from study.report.panels import subplots  # noqa: E402
+from study.report.plots import MIN_PT, save_figure, text_colour  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import markdown_table  # noqa: E402
 from study.tracking.reading import StudyRecord  # noqa: E402
@@ -40,7 +42,7 @@ def named_rows(record: StudyRecord, kind: str) -> pd.DataFrame:
     """The layer table's rows of one kind, with `pair`: how a reader names the pair."""
     table = layer_pairs.layer_table(record)
     rows = table[table.kind == kind].copy()
-    labels = arm_labels(record)
+    labels = arm_styles(record).labels()
     if kind == "seeds":
         rows["group"] = rows.arm_a.map(labels)
         units = zip(rows.arm_a, rows.unit_a, rows.unit_b, strict=True)
@@ -211,10 +213,10 @@ def layer_section(kind: str, order: int, heading: str, what: str) -> Section:
             out[f"{name}_claim"] = low_vs_last(rows)
         return out
 
-    def figures(own: Tables, folder: Path) -> dict[str, Path]:
+    def figures(record: StudyRecord, own: Tables, folder: Path) -> dict[str, Path]:
         if name not in own:
             return {}
-        title = f"{heading}\n(one row per pair; bright = alike)"
+        title = f"{record.name}: {heading}\n(one row per pair; bright = alike)"
         path = heatmap(own[name], title, folder / f"{name}.png")
         return {name: path} if path else {}
 

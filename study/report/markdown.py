@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from study.tracking.reading import StudyRecord
 
 FIGURES = {
-    "lr_vs_f1": "Explore phase: dev F1 against learning rate per arm (one point per seed; "
+    "lr_vs_f1": "Explore phase: {metric} against learning rate per arm (one point per seed; "
     "hollow = pruned, its value from an earlier evaluation, left out of the line).",
-    "learning_curves": "Confirm phase: dev-F1 learning curves per arm, each evaluation as it "
+    "learning_curves": "Confirm phase: {metric} learning curves per arm, each evaluation as it "
     "was made: a thin line per seed to its last evaluation, a thick line for the mean over "
     "seeds only as far as every seed evaluated, and a star for the checkpoint each seed kept "
-    "for test (its dev F1, at the step it was kept).",
+    "for test (its {metric}, at the step it was kept).",
     "heatmap": "Confirm phase: mean test F1 over the two grid factors (a declared baseline "
     "outlined).",
     "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms, "
@@ -345,16 +345,19 @@ def _figures(report: Report) -> str:
         captions.update(section.captions)
     for key, caption in captions.items():
         if key in report.figures:
+            caption = caption.replace("{metric}", report.record.study_metric[0])
             out += ["", f"**{caption}**", "", f"![{key}]({report.figures[key].name})"]
     return "\n".join(out)
 
 
-def _files() -> str:
+def _files(report: Report) -> str:
+    metric = report.record.study_metric[0]
     return (
         "## Files\n\n`trials.csv` (every trial: factors, status, final metrics), `arms.csv` "
         "(the per-arm table), `comparisons.csv` (every statistic of every comparison), "
-        "`learning_curves.csv` (dev F1 at each evaluation of each confirm trial, as made; the "
-        "kept checkpoint's is `dev_f1` in `trials.csv`, at `best_step`), and where "
+        f"`learning_curves.csv` ({metric}, the study's metric, at each evaluation of each "
+        f"confirm trial, as made; the kept checkpoint's is `{metric}` in `trials.csv`, at "
+        "`best_step`), and where "
         "measured `dynamics.csv` (per-layer dynamics of each confirm trial) and the heads "
         "tables."
     )
@@ -366,6 +369,6 @@ def render_markdown(report: Report) -> str:
         _arm_section(report), _extra_sets(report), _results_sections(report),
         _primary_section(report), _verdict_sections(report), _exploratory_section(report),
         followups_section(report),
-        _figures(report), _files(),
+        _figures(report), _files(report),
     ]  # fmt: skip
     return "\n\n".join(s for s in sections if s) + "\n"

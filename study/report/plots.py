@@ -2,7 +2,10 @@
 
 Each function writes one PNG and returns its path, or None when the study has nothing to
 show for it (no searched lr, fewer than two grid factors, ...). Figures are meant to be read
-at a glance in a paper appendix: every one has a title, labelled axes with units and a legend.
+at a glance in a paper appendix: every one has a title naming the study, labelled axes with
+units and a legend. Every arm has one name, colour and marker in all of them, and a figure of
+many arms is split into panels of a few (study/report/arm_styles.py); where a figure plots
+"the metric" it is the study's own, named with its direction (`metric_label`).
 """
 
 from __future__ import annotations
@@ -22,9 +25,16 @@ import pandas as pd  # noqa: E402
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from study.names import CONFIRM, EXPLORE  # noqa: E402
+from study.names import CONFIRM, EXPLORE, factor_value  # noqa: E402
+from study.report.arm_styles import arm_styles  # noqa: E402
+from study.report.panels import (  # noqa: E402
+    label_outer,
+    legend_room,
+    panel_figure,
+    panel_legend,
+    subplots,
+)
 from study.report.readable import MIN_PT, make_readable  # noqa: E402
-from study.report.text import factor_text  # noqa: E402
 from study.tracking.reading import StudyRecord  # noqa: E402
 from trainables.settings import INTERMEDIATE, stage_label  # noqa: E402
 
@@ -37,59 +47,23 @@ LABELS = {
 SHORT = {"dev_f1": "dev F1", "test_f1": "test F1", "curve_area": "curve area",
          "steps_to_95": "steps to 95% F1 (lower = faster)"}  # fmt: skip
 DPI = 110
-
-
-def arm_labels(record: StudyRecord) -> dict[str, str]:
-    """Arms named by the factors that vary between them (`depth=5`), not the full id."""
-    varying = [k for k, v in record.grid.items() if len(v) > 1] or list(record.grid)
-    return {
-        arm: ", ".join(f"{k}={factor_text(k, factors.get(k))}" for k in varying) or arm
-        for arm, factors in record.arms.items()
-    }
-
-
 PAGE_IN = 18.0  # widest figure of side-by-side panels, in inches; more panels wrap to a new row
-MARKERS = "osD^v"
 
 
-def arm_colors(arms: list[str]) -> dict[str, tuple]:
-    """tab10 up to ten arms, tab20 beyond (past 20, `arm_markers` tells the repeats apart);
-    neither map has black, which the figures keep for medians and the baseline."""
-    cmap = plt.get_cmap("tab10" if len(arms) <= 10 else "tab20")
-    return {arm: cmap(i % cmap.N) for i, arm in enumerate(arms)}
+def metric_label(name: str, mode: str) -> str:
+    """A metric as an axis names it, with the direction that is better: the study's own metric
+    is `dev_loss` in one study and dev F1 in another, and a reader must not guess which way
+    is up."""
+    return f"{SHORT.get(name, name)}, {'lower' if mode == 'min' else 'higher'} = better"
 
 
-def arm_markers(arms: list[str]) -> dict[str, str]:
-    """One marker per round of the colour map, so no two arms share colour and marker."""
-    per = 10 if len(arms) <= 10 else 20
-    return {arm: MARKERS[(i // per) % len(MARKERS)] for i, arm in enumerate(arms)}
-
-
-def subplots(*args, **kwargs):
-    """`plt.subplots` under constrained layout, which keeps suptitles, colour bars and the
-    legends beside the axes clear of everything else."""
-    return plt.subplots(*args, layout="constrained", **kwargs)
-
-
-def arm_legend(axes: list, **kwargs) -> None:
-    """The legend of a figure's panels, drawn once its lines are: inside each panel for a few
-    entries; for many (36 arms inside would hide the data), one for the figure, beside the
-    panels in columns of at most 18, with the figure widened to hold it."""
-    entries: dict[str, object] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            entries.setdefault(label, handle)
-    if len(entries) <= 6:
-        for ax in axes:
-            if ax.get_legend_handles_labels()[1]:
-                ax.legend(fontsize=8, **kwargs)
-        return
-    fig = axes[0].figure
-    columns = math.ceil(len(entries) / 18)
-    fig.legend(list(entries.values()), list(entries), fontsize=MIN_PT, ncol=columns,
-               loc="outside right upper", **kwargs)  # fmt: skip
-    width, height = fig.get_size_inches()
-    fig.set_size_inches(width + columns * (0.06 * max(map(len, entries)) + 0.6), height)
+def line_panels(count: int, legend: float, **share):
+    """The figure of a line plot's `count` panels (`panels.panel_figure`), each with `legend`
+    inches of legend beside it: one as large as a page column reads it; small multiples
+    smaller, two to a row."""
+    if count == 1:
+        return panel_figure(1, size=(6.0, 3.8), legend=legend, **share)
+    return panel_figure(count, size=(4.0, 2.6), columns=2, legend=legend, **share)
 
 
 def text_colour(rgba) -> str:
@@ -114,80 +88,100 @@ def save_figure(fig: Figure, path: Path) -> Path:
 
 
 def lr_vs_f1(record: StudyRecord, path: Path) -> Path | None:
-    """Explore phase: dev F1 against the learning rate, one colour per arm, one point per
-    seed; the line joins the seed means of completed trials only. A pruned trial's value is
-    from an earlier epoch than a final one, so it is a hollow marker, kept out of the line."""
+    """Explore phase: the study's metric against the learning rate, one colour per arm, one
+    point per seed; the line joins the seed means of completed trials only. A pruned trial's
+    value is from an earlier epoch than a final one, so it is a hollow marker, kept out of the
+    line. Many arms: a panel per group of arms (`arm_styles`), on shared axes."""
+    metric, mode = record.study_metric
     t = record.trials
     explore = t[(t.phase == EXPLORE) & t.status.isin(["completed", "pruned"])]
-    if explore.empty or "lr" not in record.searched or "dev_f1" not in explore:
+    if explore.empty or "lr" not in record.searched or metric not in explore:
         return None
-    arms = list(record.arms)
-    fig, ax = subplots(figsize=(7.5, 4.5))
-    colors, markers, labels = arm_colors(arms), arm_markers(arms), arm_labels(record)
-    for arm, rows in explore.groupby("arm", sort=False):
-        rows = rows.assign(lr=rows.lr.astype(float))
-        done, pruned = rows[rows.status == "completed"], rows[rows.status != "completed"]
-        style = {"marker": markers[arm], "s": 28}
-        ax.scatter(done.lr, done.dev_f1, color=colors[arm], label=labels[arm], **style)
-        ax.scatter(pruned.lr, pruned.dev_f1, facecolors="none", edgecolors=colors[arm], **style)
-        means = done.groupby("lr").dev_f1.mean()
-        ax.plot(means.index, means.to_numpy(), color=colors[arm], alpha=0.6)
+    styles = arm_styles(record)
+    panels = styles.panels_of(explore.arm)
+    fig, axes = line_panels(len(panels), legend_room(styles), sharex=True, sharey=True)
+    for (ax,), panel in zip(axes, panels, strict=True):
+        for arm in panel.arms:
+            rows = explore[explore.arm == arm].assign(lr=lambda r: r.lr.astype(float))
+            look = styles[arm]
+            done, pruned = rows[rows.status == "completed"], rows[rows.status != "completed"]
+            kind = {"marker": look.marker or ".", "s": 24 if look.shown else 8, "gid": arm,
+                    "zorder": 3 if look.shown else 1}  # fmt: skip
+            ax.scatter(done.lr, done[metric], color=look.colour, label=styles.name(arm), **kind)
+            ax.scatter(pruned.lr, pruned[metric], facecolors="none", edgecolors=look.colour,
+                       **kind)  # fmt: skip
+            means = done.groupby("lr")[metric].mean()
+            ax.plot(means.index, means.to_numpy(), color=look.colour, gid=arm,
+                    alpha=0.6 if look.shown else 0.4, zorder=kind["zorder"])  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_title(panel.title, fontsize=8)
+        ax.grid(alpha=0.3)
+        panel_legend(ax, styles, title="arm" if len(panels) == 1 else None)
+    label_outer(axes, "learning rate (log scale)", metric_label(metric, mode))
     kinds = [plt.Line2D([], [], color="black", marker="o", ls="-", label="completed (line: mean)"),
              plt.Line2D([], [], color="black", marker="o", mfc="none", ls="none",
                         label="pruned: value at its last evaluation, not in the line")]  # fmt: skip
-    ax.add_artist(ax.legend(handles=kinds, fontsize=MIN_PT, loc="lower right"))
-    ax.set_xscale("log")
-    ax.set_xlabel("learning rate (log scale)")
-    ax.set_ylabel(LABELS["dev_f1"])
-    ax.set_title(f"{record.name}, explore: dev F1 vs learning rate per arm", fontsize=10)
-    ax.grid(alpha=0.3)
-    arm_legend([ax], title="arm")
+    fig.legend(handles=kinds, fontsize=MIN_PT, ncol=2 if len(panels) > 1 else 1,
+               loc="outside lower center")  # fmt: skip
+    short = SHORT.get(metric, metric)
+    fig.suptitle(f"{record.name}, explore: {short} vs learning rate per arm", fontsize=10)
     return save_figure(fig, path)
 
 
-KEPT_MARKER = "*"  # the checkpoint a trial kept for test: no arm's marker (MARKERS) has it
+KEPT_MARKER = "*"  # the checkpoint a trial kept for test: no arm's marker (arm_styles) has it
 
 
 def learning_curves(curves: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
-    """Confirm phase: dev F1 over optimizer steps per arm, as the evaluations made it (the
-    rows of `study.tracking.reading.learning_curves`): a thin line per seed, to its own last
-    evaluation; a thick line for the mean over seeds, aligned by evaluation index and drawn
-    only as far as every seed of the arm evaluated (a mean over the seeds still training
+    """Confirm phase: the study's metric over optimizer steps per arm, as the evaluations made
+    it (the rows of `study.tracking.reading.learning_curves`): a thin line per seed, to its
+    own last evaluation; a thick line for the mean over seeds, aligned by evaluation index and
+    drawn only as far as every seed of the arm evaluated (a mean over the seeds still training
     would change its members where one stops), its n in the legend; and a star for the
     checkpoint each seed kept for test, at its step (`kept_checkpoints`), apart from the
-    line. One colour per arm, as in every figure (`arm_colors`)."""
-    if curves.empty:
+    line. One look per arm, as in every figure; many arms: a panel per group of arms."""
+    metric, mode = record.study_metric
+    if curves.empty or metric not in curves:
         return None
-    arms = list(record.arms)
-    fig, ax = subplots(figsize=(7.5, 4.5))
-    colors, markers, labels = arm_colors(arms), arm_markers(arms), arm_labels(record)
+    styles = arm_styles(record)
+    panels = styles.panels_of(curves.arm)
+    fig, axes = line_panels(len(panels), legend_room(styles, 13), sharex=True, sharey=True)
     key = _trial_key(curves)
     kept = kept_checkpoints(curves, record)
-    for arm, rows in curves.groupby("arm", sort=False):
-        for _, own in rows.groupby(key, sort=False):
-            own = own.sort_values("evaluation")
-            ax.plot(own.step, own.dev_f1, color=colors[arm], lw=0.8, alpha=0.45, zorder=2)
-        whole = mean_while_all_train(rows, key)
-        n = rows.groupby(key).ngroups
-        unit = "seeds" if n == rows.seed.nunique() else "trials"
-        ax.plot(whole.step, whole["mean"], marker=markers[arm], ms=3, lw=2, color=colors[arm],
-                zorder=3, label=f"{labels[arm]} (mean of n={n} {unit})")  # fmt: skip
-        own_kept = kept[kept.arm == arm]
-        ax.scatter(own_kept.step, own_kept.dev_f1, marker=KEPT_MARKER, s=70, color=colors[arm],
-                   edgecolors="black", linewidths=0.6, zorder=4)  # fmt: skip
+    for (ax,), panel in zip(axes, panels, strict=True):
+        for arm in panel.arms:
+            rows, look = curves[curves.arm == arm], styles[arm]
+            if not look.shown:  # one of the many: its mean alone, in grey
+                whole = mean_while_all_train(rows, key, metric)
+                ax.plot(whole.step, whole["mean"], color=look.colour, lw=0.8, zorder=1, gid=arm)
+                continue
+            for _, own in rows.groupby(key, sort=False):
+                own = own.sort_values("evaluation")
+                ax.plot(own.step, own[metric], color=look.colour, lw=0.8, alpha=0.45, zorder=2,
+                        gid=arm)  # fmt: skip
+            whole = mean_while_all_train(rows, key, metric)
+            n = rows.groupby(key).ngroups
+            unit = "seeds" if n == rows.seed.nunique() else "trials"
+            name = f"{styles.name(arm)} (n={n} {unit})"
+            ax.plot(whole.step, whole["mean"], marker=look.marker, ms=3, lw=2, zorder=3,
+                    color=look.colour, gid=arm, label=name)  # fmt: skip
+            own_kept = kept[kept.arm == arm]
+            ax.scatter(own_kept.step, own_kept[metric], marker=KEPT_MARKER, s=70, zorder=4,
+                       color=look.colour, edgecolors="black", linewidths=0.6, gid=arm)  # fmt: skip
+        ax.set_title(panel.title, fontsize=8)
+        ax.grid(alpha=0.3)
+        panel_legend(ax, styles)
+    label_outer(axes, "optimizer step", metric_label(metric, mode))
+    short = SHORT.get(metric, metric)
     kinds = [plt.Line2D([], [], color="black", lw=0.8, alpha=0.6,
-                        label="one seed: dev F1 at each evaluation"),
-             plt.Line2D([], [], color="black", lw=2, label="mean, while every seed trains"),
+                        label=f"one seed: {short} at each evaluation"),
+             plt.Line2D([], [], color="black", lw=2,
+                        label="mean over seeds (n), while every seed trains"),
              plt.Line2D([], [], color="white", marker=KEPT_MARKER, ms=9, mec="black", ls="none",
-                        label="checkpoint kept for test (its dev F1)")]  # fmt: skip
-    # under the panel: inside, where the arms' legend may also go, the two could meet
-    fig.legend(handles=kinds, fontsize=MIN_PT, ncol=3, loc="outside lower center")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel(LABELS["dev_f1"])
-    ax.set_title(f"{record.name}, confirm: dev-F1 learning curves\n(evaluations as made; "
+                        label=f"checkpoint kept for test (its {short})")]  # fmt: skip
+    fig.legend(handles=kinds, fontsize=MIN_PT, ncol=3 if len(panels) > 1 else 1,
+               loc="outside lower center")  # fmt: skip
+    fig.suptitle(f"{record.name}, confirm: {short} learning curves\n(evaluations as made; "
                  "star = the checkpoint each seed kept)", fontsize=10)  # fmt: skip
-    ax.grid(alpha=0.3)
-    arm_legend([ax])
     return save_figure(fig, path)
 
 
@@ -197,20 +191,24 @@ def _trial_key(curves: pd.DataFrame) -> str:
     return "run_id" if "run_id" in curves else "seed"
 
 
-def mean_while_all_train(rows: pd.DataFrame, key: str = "seed") -> pd.DataFrame:
-    """One arm's mean dev F1 at each evaluation index that all its trials reached (their
+def mean_while_all_train(
+    rows: pd.DataFrame, key: str = "seed", metric: str = "dev_f1"
+) -> pd.DataFrame:
+    """One arm's mean `metric` at each evaluation index that all its trials reached (their
     first evaluations to the shortest trial's last): evaluation, step (mean over trials),
     mean, n."""
-    by_eval = rows.groupby("evaluation").agg(step=("step", "mean"), mean=("dev_f1", "mean"),
+    by_eval = rows.groupby("evaluation").agg(step=("step", "mean"), mean=(metric, "mean"),
                                              n=(key, "nunique"))  # fmt: skip
     return by_eval[by_eval.n == rows[key].nunique()].reset_index()
 
 
 def kept_checkpoints(curves: pd.DataFrame, record: StudyRecord) -> pd.DataFrame:
-    """Per trial drawn in `curves`, the checkpoint it kept for test: arm, seed, step, dev_f1
-    (the trial's reported dev F1, its kept weights scored on dev). The step is its
-    `best_step` where it kept earlier weights (`until_plateau`: those of its best evaluation
-    on the smoothed curve), else its last evaluation's: it kept the weights it ended with."""
+    """Per trial drawn in `curves`, the checkpoint it kept for test: arm, seed, step and the
+    study's metric (the trial's reported value, its kept weights scored on dev). The step is
+    its `best_step` where it kept earlier weights (`until_plateau`: those of its best
+    evaluation on the smoothed curve), else its last evaluation's: it kept the weights it
+    ended with."""
+    metric = record.study_metric[0]
     key = _trial_key(curves)
     t = record.trials
     done = t[(t.phase == CONFIRM) & (t.status == "completed")]
@@ -218,53 +216,74 @@ def kept_checkpoints(curves: pd.DataFrame, record: StudyRecord) -> pd.DataFrame:
     rows = []
     for trial in done.itertuples():
         ended = last.get((trial.arm, getattr(trial, key)))
-        if ended is None or "dev_f1" not in done:
+        if ended is None or metric not in done:
             continue
         best = getattr(trial, "best_step", math.nan)
         step = ended if best is None or math.isnan(float(best)) else float(best)
-        rows.append((trial.arm, trial.seed, step, float(trial.dev_f1)))
-    return pd.DataFrame(rows, columns=["arm", "seed", "step", "dev_f1"])
+        rows.append((trial.arm, trial.seed, step, float(getattr(trial, metric))))
+    return pd.DataFrame(rows, columns=["arm", "seed", "step", metric])
 
 
 def seed_distributions(record: StudyRecord, path: Path) -> Path | None:
     """Confirm phase: every seed's value per arm and metric as a box with the points over it;
-    grey lines join one seed across arms, since the comparisons are paired by seed. The
-    median is black, a colour no arm has. Panels side by side for a few arms, wrapped onto
-    rows at a page's width, stacked for many (one arm per column of text)."""
+    grey lines join one seed across the arms of a group, since the comparisons are paired by
+    seed. The median is black, a colour no arm has. A few arms: a panel per metric, side by
+    side, wrapped onto rows at a page's width. Many: the boxes lying down, a panel per metric
+    with the arms named once at the left, in bands of the groups of `arm_styles` (a line
+    between bands), so a seed's line joins a few boxes, not dozens, and no name stands on
+    end. Past the best few arms (grey in the other figures), only those few."""
     done = record.confirm_completed()
     metrics = [m for m in record.metrics if m in done and done[m].notna().any()]
     if done.empty or not metrics:
         return None
-    arms = [a for a in record.arms if a in set(done.arm)]
-    many = len(arms) > 6
-    if many:
-        shape, size = (len(metrics), 1), (max(7.0, 0.22 * len(arms) + 2), 2.4 * len(metrics))
+    styles = arm_styles(record)
+    groups = [[a for a in group.arms if styles[a].shown] for group in styles.panels_of(done.arm)]
+    lying = len(groups) > 1
+    arms = [arm for arms in groups for arm in arms]
+    # each arm's place along the arm axis: 1, 2, ...; a half step more between bands
+    place = {arm: i + 1 + 0.5 * band for band, own in enumerate(groups)
+             for i, arm in enumerate(own, start=sum(len(g) for g in groups[:band]))}  # fmt: skip
+    if lying:
+        size = (2.6 * len(metrics) + 2.4, 0.24 * len(arms) + 1.6)
+        fig, grid = subplots(1, len(metrics), sharey=True, squeeze=False, figsize=size)
     else:
-        panel = 1.4 * len(arms) + 0.6
-        columns = max(1, min(len(metrics), int(PAGE_IN // panel)))
+        width = 1.4 * len(arms) + 0.6
+        columns = max(1, min(len(metrics), int(PAGE_IN // width)))
         rows = -(-len(metrics) // columns)
-        shape, size = (rows, columns), (panel * columns + 1.4, 4.2 * rows)
-    fig, axes = subplots(*shape, figsize=size, squeeze=False, sharex=many)
-    for ax in axes.flat[len(metrics) :]:
+        fig, grid = subplots(rows, columns, figsize=(width * columns + 1.4, 4.2 * rows),
+                             squeeze=False)  # fmt: skip
+    for ax in grid.flat[len(metrics) :]:
         ax.set_visible(False)
-    colors, labels = arm_colors(list(record.arms)), arm_labels(record)
-    for ax, metric in zip(axes.flat[: len(metrics)], metrics, strict=True):
+    for ax, metric in zip(grid.flat, metrics, strict=False):
         table = done.pivot_table(index="seed", columns="arm", values=metric).reindex(columns=arms)
-        ax.boxplot([table[a].dropna() for a in arms], widths=0.5, showfliers=False,
+        at = [place[a] for a in arms]
+        ax.boxplot([table[a].dropna() for a in arms], positions=at, widths=0.5,
+                   showfliers=False, orientation="horizontal" if lying else "vertical",
                    medianprops={"color": "black", "lw": 1.5})  # fmt: skip
-        for _, values in table.iterrows():
-            ax.plot(range(1, len(arms) + 1), values.to_numpy(), color="grey", alpha=0.4, lw=0.8)
-        for i, arm in enumerate(arms, start=1):
-            ax.scatter(np.full(len(table), i), table[arm], color=colors[arm], s=18, zorder=3)
-        names = [labels[a] if many else _wrap(labels[a]) for a in arms]
-        ax.set_xticks(range(1, len(arms) + 1), names, fontsize=MIN_PT, rotation=90 if many else 0)
-        if many:
-            ax.set_ylabel(SHORT.get(metric, metric), fontsize=9)
+        for own in groups:
+            spots = [place[a] for a in own]
+            for _, values in table[own].iterrows():
+                xy = (values.to_numpy(), spots) if lying else (spots, values.to_numpy())
+                ax.plot(*xy, color="grey", alpha=0.4, lw=0.8)
+        for arm in arms:
+            here = np.full(len(table), place[arm])
+            xy = (table[arm], here) if lying else (here, table[arm])
+            ax.scatter(*xy, color=styles[arm].colour, s=18, marker=styles[arm].marker, zorder=3,
+                       gid=arm)  # fmt: skip
+        ax.set_title(SHORT.get(metric, metric), fontsize=8)
+        if lying:
+            ax.set_yticks(at, [styles[a].label for a in arms], fontsize=MIN_PT)
+            ax.set_ylim(max(at) + 0.6, 0.4)  # the study's first arm on top
+            for own in groups[1:]:
+                ax.axhline(place[own[0]] - 0.75, color="black", lw=0.6)
+            ax.grid(alpha=0.3, axis="x")
         else:
-            ax.set_title(SHORT.get(metric, metric), fontsize=9)
-        ax.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"{record.name}, confirm: per-seed values by arm\n(grey lines join one seed, "
-                 "black bar = median, box = quartiles)", fontsize=10)  # fmt: skip
+            ax.set_xticks(at, [_wrap(styles[a].label) for a in arms], fontsize=MIN_PT)
+            ax.grid(alpha=0.3, axis="y")
+    only = f"; the best {len(arms)} of {len(record.arms)} arms by {record.study_metric[0]}"
+    fig.suptitle(f"{record.name}, confirm: per-seed values by arm{only if styles.others else ''}"
+                 "\n(grey lines join one seed, black bar = median, box = quartiles)",
+                 fontsize=10)  # fmt: skip
     return save_figure(fig, path)
 
 
@@ -290,9 +309,10 @@ def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
         return None
     rows, cols = list(grid)
     baseline = json.loads(record.tags.get("compare_baseline") or "{}")
-    marked = {k: factor_text(k, v) for k, v in baseline.items() if k in grid}
+    marked = {k: factor_value(k, v) for k, v in baseline.items() if k in grid}
+    shown = {k: [factor_value(k, v) for v in values] for k, values in grid.items()}
     if INTERMEDIATE in grid:  # lists of stages, by their names (a list is no pivot key)
-        grid[INTERMEDIATE] = [factor_text(INTERMEDIATE, v) for v in grid[INTERMEDIATE]]
+        grid[INTERMEDIATE] = shown[INTERMEDIATE]
         done = done.assign(**{INTERMEDIATE: done[INTERMEDIATE].map(stage_label)})
     table = done.pivot_table(index=rows, columns=cols, values=metric, aggfunc="mean")
     table = table.reindex(index=grid[rows], columns=grid[cols])
@@ -306,11 +326,11 @@ def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
         colour = "black" if np.isnan(value) else text_colour(image.cmap(image.norm(value)))
         ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=MIN_PT)
     for (i, j), _ in np.ndenumerate(values):
-        at = {rows: str(grid[rows][i]), cols: str(grid[cols][j])}
-        if marked and all(at[k] == str(v) for k, v in marked.items()):
+        at = {rows: shown[rows][i], cols: shown[cols][j]}
+        if marked and all(at[k] == v for k, v in marked.items()):
             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="black", lw=2.5))
-    ax.set_xticks(range(len(grid[cols])), [_baseline_tick(cols, v, marked) for v in grid[cols]])
-    ax.set_yticks(range(len(grid[rows])), [_baseline_tick(rows, v, marked) for v in grid[rows]])
+    ax.set_xticks(range(len(grid[cols])), [_baseline_tick(cols, v, marked) for v in shown[cols]])
+    ax.set_yticks(range(len(grid[rows])), [_baseline_tick(rows, v, marked) for v in shown[rows]])
     ax.set_xlabel(cols)
     ax.set_ylabel(rows)
     fig.colorbar(image, ax=ax, label=f"mean {LABELS.get(metric, metric)}")
@@ -319,8 +339,8 @@ def factor_heatmap(record: StudyRecord, metric: str, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
-def _baseline_tick(factor: str, value, marked: dict[str, str]) -> str:
-    return f"{value} (baseline)" if marked.get(factor) == str(value) else str(value)
+def _baseline_tick(factor: str, text: str, marked: dict[str, str]) -> str:
+    return f"{text} (baseline)" if marked.get(factor) == text else text
 
 
 DYNAMICS = {  # panel titles, two short lines: four panels share the figure's width
@@ -358,7 +378,7 @@ def dynamics_heatmaps(table: pd.DataFrame, record: StudyRecord, path: Path) -> P
     shown = dynamics_measures(set(table.metric)) if not table.empty else []
     if not shown:
         return None
-    labels = arm_labels(record)
+    labels = arm_styles(record).labels()
     arms = [a for a in record.arms if a in set(table.arm)]
     few = len(arms) <= 12
     if few:  # panels side by side, numbers in the cells

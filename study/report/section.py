@@ -27,23 +27,25 @@ Tables = dict[str, pd.DataFrame]
 SLOTS = ("results", "verdicts", "followups")
 
 
-def _no_figures(tables: Tables, folder: Path) -> dict[str, Path]:
+def _no_figures(record: StudyRecord, tables: Tables, folder: Path) -> dict[str, Path]:
     return {}
 
 
 @dataclass(frozen=True)
 class Section:
     """`tables(record)` computes the section's tables (each saved as `<name>.csv`; empty when
-    the section does not apply to this study), `figures(tables, folder)` draws into the report
-    folder, `markdown(record, tables)` writes its text ('' to leave it out). `order` sorts the
-    sections of a slot; `captions` title the figures in the report's plot list."""
+    the section does not apply to this study), `figures(record, tables, folder)` draws into
+    the report folder (the record for the study's name, metric and arms: an arm looks the same
+    in every figure, `study.report.arm_styles`), `markdown(record, tables)` writes its text
+    ('' to leave it out). `order` sorts the sections of a slot; `captions` title the figures
+    in the report's plot list, `{metric}` in a caption standing for the study's metric."""
 
     name: str
     slot: str
     order: int
     tables: Callable[[StudyRecord], Tables]
     markdown: Callable[[StudyRecord, Tables], str]
-    figures: Callable[[Tables, Path], dict[str, Path]] = _no_figures
+    figures: Callable[[StudyRecord, Tables, Path], dict[str, Path]] = _no_figures
     captions: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

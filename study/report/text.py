@@ -7,8 +7,6 @@ import math
 
 import pandas as pd
 
-from trainables.settings import INTERMEDIATE, stage_label
-
 
 def num(value: float | None, digits: int = 4) -> str:
     """A figure with `digits` significant digits, or `digits` decimals below 1; below 0.01
@@ -46,11 +44,6 @@ def _cell(value) -> str:
     if isinstance(value, float) and not value.is_integer():
         return num(value)
     return str(int(value)) if isinstance(value, float) else str(value)
-
-
-def factor_text(name: str, value) -> str:
-    """A factor's value as the report prints it: a list of stages by its stages' names."""
-    return stage_label(value) if name == INTERMEDIATE else str(value)
 
 
 def stage_sequence(names: list[str]) -> str:

@@ -44,6 +44,7 @@ from trainables.training.curves import final_gain
 _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one series per layer
 _URI_ENV = "MLFLOW_TRACKING_URI"  # what mlflow.set_tracking_uri also writes into os.environ
 BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
+DEFAULT_METRIC = {"name": "dev_f1", "mode": "max"}  # a study's `metric:` where it declares none
 # What a trial reports about its budget at its end (metrics), and the driver's verdict on
 # whether it had stopped improving (a tag): columns of every trials.csv, empty where a study
 # was recorded before trials reported them.
@@ -91,6 +92,14 @@ class StudyRecord:
         out = ["dev_f1", "test_f1", *(f"{n}_f1" for n in self.extra_sets), *BASE_METRICS[2:]]
         study_metric = (self.plan.get("metric") or {}).get("name")
         return out + [study_metric] if study_metric and study_metric not in out else out
+
+    @property
+    def study_metric(self) -> tuple[str, str]:
+        """The metric the study selects and stops on, and its mode (`max` or `min`), as its
+        file declared them: what the report's figures plot where they plot "the metric"."""
+        declared = self.plan.get("metric") if isinstance(self.plan.get("metric"), dict) else {}
+        merged = {**DEFAULT_METRIC, **declared}
+        return str(merged["name"]), str(merged["mode"])
 
     @property
     def stages(self) -> dict[str, list[str]]:
@@ -359,9 +368,7 @@ def curve_final_gains(
     best before it) is judged from the smoothed curve like a new one; such rows get
     `final_gain_rule` "recomputed". A trial that kept its best evaluation (`best_step`,
     `until_plateau`) logged the kept weights' score again at its last step, over that
-    evaluation's own value: for `dev_f1` the value is worked out from `curve_area` as
-    `learning_curves` does (`_as_evaluated`), else left out; for another metric it is left
-    out unless the last evaluation was the best. A
+    evaluation's own value, which `evaluations_as_made` works out or leaves out. A
     trial with the tag, without a reported `final_gain`, or whose history holds fewer than
     2 evaluations of the metric (one reported only at the end) keeps its reported value."""
     if "final_gain" not in trials or "run_id" not in trials:
@@ -381,13 +388,10 @@ def curve_final_gains(
         points = sorted(client.get_metric_history(out.at[index, "run_id"], name),
                         key=lambda m: (m.step, m.timestamp))  # fmt: skip
         by_step = {int(m.step): float(m.value) for m in points}  # a step logged again: last
-        values = [by_step[step] for step in sorted(by_step)]
-        best = best_steps.at[index] if best_steps is not None else math.nan
-        if values and name == "dev_f1" and not math.isnan(best):  # as `learning_curves`
-            area = out.at[index, "curve_area"] if "curve_area" in out else None
-            values = _as_evaluated(values, _number(area))
-        elif values and not math.isnan(best) and max(by_step) != int(best):
-            values = values[:-1]  # the kept weights' re-score, not the last evaluation's
+        best = best_steps.at[index] if best_steps is not None else None
+        area = out.at[index, "curve_area"] if "curve_area" in out else None
+        made = evaluations_as_made(sorted(by_step.items()), name, _number(best), _number(area))
+        values = [value for _, value in made]  # as `learning_curves` draws them
         gain = final_gain(values, mode)
         if not math.isnan(gain):
             out.at[index, "final_gain"] = gain
@@ -457,33 +461,50 @@ def params_and_tags(tracking_uri: str, run_id: str) -> tuple[dict[str, str], dic
     return [{m.step: m.value for m in client.get_metric_history(run_id, k)} for k in keys]
 
 
-def learning_curves(record: StudyRecord, phase: str = CONFIRM) -> pd.DataFrame:
-    """Dev F1 at every evaluation of every completed trial of a phase, as the evaluation made
-    it: arm, seed, step (the target's own, after any intermediate stages), evaluation (index),
-    dev_f1, run_id. Seeds of one arm are aligned by evaluation index.
+def learning_curves(
+    record: StudyRecord, phase: str = CONFIRM, metric: str | None = None
+) -> pd.DataFrame:
+    """A metric (the study's own by default) at every evaluation of every completed trial of a
+    phase, as the evaluation made it: arm, seed, step (the target's own, after any
+    intermediate stages), evaluation (index), the metric (a column of its name), run_id.
+    Seeds of one arm are aligned by evaluation index.
 
     A trial under `until_plateau` (it reports `best_step`: the step of the weights it kept,
     its best evaluation on the smoothed curve) logs, at its last step, the kept weights' dev
-    F1 scored again in place of the last evaluation's own (trainables/training/train.py,
-    `_final_metrics`): that value is the kept checkpoint's (the trial's `dev_f1`, at
-    `best_step`), not an evaluation, and is not put on the curve. The last evaluation's own
-    value is what the trial's `curve_area` (the mean dev F1 over all its evaluations as made)
-    leaves after the earlier ones; where that cannot be worked out (no `curve_area`, or a
-    value outside [0, 1]) the curve ends at the evaluation before."""
+    scores again in place of the last evaluation's own (trainables/training/train.py,
+    `_final_metrics`): that value is the kept checkpoint's (the trial's final value, at
+    `best_step`), not an evaluation, and is not put on the curve (`evaluations_as_made`)."""
+    name = metric or record.study_metric[0]
     client = MlflowClient(record.tracking_uri)
     rows = []
     done = record.trials[(record.trials.phase == phase) & (record.trials.status == "completed")]
     for trial in done.itertuples():
-        history = sorted(client.get_metric_history(trial.run_id, "dev_f1"), key=lambda m: m.step)
+        history = sorted(client.get_metric_history(trial.run_id, name), key=lambda m: m.step)
         before = getattr(trial, INTERMEDIATE_STEPS, 0.0)  # NaN for a trial without stages
         before = int(before) if before == before else 0
-        values = [float(point.value) for point in history]
-        if _number(getattr(trial, "best_step", None)) is not None and values:
-            values = _as_evaluated(values, _number(getattr(trial, "curve_area", None)))
-        for index, (point, value) in enumerate(zip(history, values, strict=False)):
-            step = int(point.step) - before
-            rows.append((trial.arm, trial.seed, step, index, value, trial.run_id))
-    return pd.DataFrame(rows, columns=["arm", "seed", "step", "evaluation", "dev_f1", "run_id"])
+        points = evaluations_as_made(
+            [(int(p.step), float(p.value)) for p in history], name,
+            _number(getattr(trial, "best_step", None)), _number(getattr(trial, "curve_area", None)),
+        )  # fmt: skip
+        for index, (step, value) in enumerate(points):
+            rows.append((trial.arm, trial.seed, step - before, index, value, trial.run_id))
+    return pd.DataFrame(rows, columns=["arm", "seed", "step", "evaluation", name, "run_id"])
+
+
+def evaluations_as_made(
+    points: list[tuple[int, float]], name: str, best_step: float | None, curve_area: float | None
+) -> list[tuple[int, float]]:
+    """A metric's (step, value) history, by step, as the evaluations made it. A trial that kept
+    an earlier evaluation's weights (`best_step`) logged their re-score at its last step: for
+    `dev_f1` the last evaluation's own value is worked out from `curve_area` (the mean dev F1
+    over the evaluations as made; `_as_evaluated`); for another metric, or without it, the
+    last point is left out, unless the last evaluation was the kept one (its own value)."""
+    if best_step is None or not points:
+        return points
+    if name == "dev_f1":
+        values = _as_evaluated([v for _, v in points], curve_area)
+        return [(step, v) for (step, _), v in zip(points, values, strict=False)]
+    return points if points[-1][0] == int(best_step) else points[:-1]
 
 
 def _number(value: Any) -> float | None:

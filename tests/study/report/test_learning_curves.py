@@ -13,6 +13,7 @@ import pytest
 from matplotlib.collections import PathCollection
 
 from study.report import plots
+from study.report.arm_styles import arm_styles
 from study.tracking import reading
 from study.tracking.reading import StudyRecord
 
@@ -79,7 +80,8 @@ def lines_of(ax, color) -> list:
 
 
 def check_figure(ax, curves: pd.DataFrame, trials: pd.DataFrame) -> None:
-    colors = plots.arm_colors(list(ARMS))  # the colours of every other figure of the report
+    styles = arm_styles(record())  # the looks of every other figure of the report
+    colors = {arm: styles[arm].colour for arm in ARMS}
     for arm in ARMS:
         own = curves[curves.arm == arm]
         thin = [line for line in lines_of(ax, colors[arm]) if line.get_linewidth() < 1]
@@ -174,3 +176,47 @@ def test_without_curve_area_the_kept_rescore_is_left_off_the_curve(tmp_path):
     assert counts.tolist() == [len(values) - 1 for values in EVALUATED.values()]
     expected = evaluated_curves().groupby(["arm", "seed"], sort=False).head(-1)
     assert curves.dev_f1.tolist() == pytest.approx(expected.dev_f1.tolist())
+
+
+def test_a_study_that_minimises_its_loss_gets_figures_of_its_loss(tmp_path, drawn):
+    """The smoke study selects on dev_loss: its learning curves, lr figure and their axes are of
+    dev_loss, lower = better, not of a dev F1 that is 0 everywhere. Its kept weights' re-score
+    (at the last step, best_step earlier) is left off each curve: no curve_area restores a
+    loss's own last value."""
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("smoke")
+    trials = trial_rows()
+    losses = {key: [1.0 - v for v in values] for key, values in EVALUATED.items()}
+    run_ids = []
+    for values in losses.values():
+        run = client.create_run(experiment).info.run_id
+        kept = min(values)
+        logged = [*values[:-1], kept]  # the last step's value: the kept weights' re-score
+        client.log_batch(run, metrics=[Metric("dev_loss", v, 0, EVERY * (e + 1))
+                                       for e, v in enumerate(logged)])  # fmt: skip
+        run_ids.append(run)
+    trials["run_id"] = run_ids
+    trials["dev_loss"] = [min(values) for values in losses.values()]
+    trials["phase"] = ["explore", "confirm"] * 3
+    trials["lr"] = [1e-4, 1e-4, 3e-4, 3e-4, 1e-4, 1e-4]
+    plan = {"metric": {"name": "dev_loss", "mode": "min"}, "search": {"lr": {}}}
+    rec = StudyRecord("smoke", "study", uri, {}, plan, dict(ARMS), {}, trials)
+    curves = reading.learning_curves(rec, phase="explore")
+    assert "dev_loss" in curves and "dev_f1" not in curves
+    made = [values[:-1] for values, phase in zip(losses.values(), trials.phase, strict=True)
+            if phase == "explore"]  # fmt: skip
+    assert curves.dev_loss.tolist() == pytest.approx([v for own in made for v in own])
+    plots.learning_curves(curves, rec, tmp_path / "curves.png")
+    plots.lr_vs_f1(rec, tmp_path / "lr.png")
+    curve_fig, lr_fig = drawn
+    for fig in drawn:
+        assert fig.axes[0].get_ylabel() == "dev_loss, lower = better"
+        assert "dev_loss" in fig.get_suptitle() and "F1" not in fig.get_suptitle()
+    points = np.concatenate([c.get_offsets()[:, 1] for c in lr_fig.axes[0].collections
+                             if len(c.get_offsets())])  # fmt: skip
+    explore = trials[trials.phase == "explore"]
+    assert sorted(points) == pytest.approx(sorted(explore.dev_loss))

@@ -15,9 +15,9 @@ from study.report.sections.variance import variance_split, variance_table
 from study.tracking.reading import StudyRecord, _trial_table
 
 
-def record(trials: pd.DataFrame, **tags) -> StudyRecord:
+def record(trials: pd.DataFrame, metric: str = "dev_f1", mode: str = "max", **tags) -> StudyRecord:
     plan = {"search": {"lr": {"type": "loguniform", "low": 1e-5, "high": 1e-3}},
-            "metric": {"name": "dev_f1", "mode": "max"},
+            "metric": {"name": metric, "mode": mode},
             "phases": {"explore": {"samples": 2}, "confirm": {"select": "best"}}}  # fmt: skip
     arms = {arm: {} for arm in dict.fromkeys(trials.arm)}
     return StudyRecord("s", "run", "sqlite://", dict(tags), plan, arms, {}, trials)
@@ -48,6 +48,17 @@ def test_expected_max_table_uses_confirm_seeds_and_their_hours():
     assert table.n_trials.tolist() == [1, 2]
     assert table.expected_best_dev_f1.tolist() == pytest.approx([0.45, 0.50])
     assert table.trial_hours.tolist() == pytest.approx([0.75, 1.5])
+
+
+def test_expected_best_is_the_lowest_for_a_study_that_minimises_its_metric():
+    """The smoke study selects on dev_loss: its expected best of n runs is the mean minimum."""
+    t = trials([("A", "confirm", "completed", None, s, 0.0, 0.0, 1e-4, 60.0) for s in range(3)])
+    t["dev_loss"] = [0.9, 0.5, 0.7]
+    table = expected_max.expected_max_table(record(t, metric="dev_loss", mode="min"))
+    assert list(table.columns) == ["arm", "n_trials", "trial_hours", "expected_best_dev_loss"]
+    pairs = [np.mean([min(c) for c in itertools.combinations([0.9, 0.5, 0.7], n)])
+             for n in (1, 2, 3)]  # fmt: skip
+    assert table.expected_best_dev_loss.tolist() == pytest.approx(pairs)
 
 
 def test_degenerate_runs_are_counted_beside_the_mean_over_all_seeds():
@@ -141,11 +152,12 @@ def test_expected_max_of_ranks_is_the_closed_form_even_for_many_runs():
 
 
 def test_plot_expected_max_draws_only_a_table_with_rows(tmp_path):
+    rec = record(trials([("A", "confirm", "completed", None, 2, 0.4, 0.3, 1e-4, 1.0)]))
     empty = pd.DataFrame(columns=["arm", "n_trials", "trial_hours", "expected_best_dev_f1"])
-    assert expected_max.plot_expected_max(empty, tmp_path / "none.png") is None
+    assert expected_max.plot_expected_max(rec, empty, tmp_path / "none.png") is None
     table = pd.DataFrame({"arm": ["A", "A"], "n_trials": [1, 2], "trial_hours": [0.5, 1.0],
                           "expected_best_dev_f1": [0.4, 0.5]})  # fmt: skip
-    path = expected_max.plot_expected_max(table, tmp_path / "em.png")
+    path = expected_max.plot_expected_max(rec, table, tmp_path / "em.png")
     assert path == tmp_path / "em.png" and path.read_bytes()[:4] == b"\x89PNG"
 
 

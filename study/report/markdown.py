@@ -30,8 +30,8 @@ FIGURES = {
     "for test (its {metric}, at the step it was kept).",
     "heatmap": "Confirm phase: mean test F1 over the two grid factors (a declared baseline "
     "outlined).",
-    "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms, "
-    "the black bar is the median.",
+    "seeds": "Confirm phase: every seed per arm and metric; lines join one seed across arms "
+    "(across one band's arms where many lie in bands), the black bar is the median.",
     "dynamics": "Confirm phase: how far each layer moved from the pretrained encoder at the "
     "end of training, one panel per measure, mean over seeds; bright = unchanged, the weight "
     "distance on a log scale.",

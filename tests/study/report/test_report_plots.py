@@ -241,7 +241,11 @@ def growth(monkeypatch):
     return grown
 
 
-@pytest.mark.parametrize("arms", [2, 12, 36, 100])
+# the 36- and 100-arm reports draw hundreds of panels' worth of text checks: the slow tier
+@pytest.mark.parametrize(
+    "arms",
+    [2, 12, pytest.param(36, marks=pytest.mark.slow), pytest.param(100, marks=pytest.mark.slow)],
+)
 def test_arm_figures_stay_readable_at_any_number_of_arms(tmp_path, kept_figures, growth, arms):
     """At 2 arms one panel; past 8, small multiples of at most 8 arms a panel; at 100 (more
     panels than a page holds) the 8 best arms in colour and the rest in grey. No two coloured

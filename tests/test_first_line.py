@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.study_helpers import REPO, study_command, write_study
+from trainables.__main__ import first_line, read_settings
 
 MOST_CPU_S = 2.0
 WAIT_S = 240  # wall time allowed for the first line on a loaded machine
@@ -66,3 +67,18 @@ def test_a_study_run_says_what_it_does_at_once(tmp_path, tiny_model, tiny_corpus
     assert line.startswith("study teststudy (profile default): checking the data"), line
     assert cpu <= MOST_CPU_S, f"{cpu:.2f} CPU seconds before: {line}"
     assert not (tmp_path / "mlflow.db").exists()  # stopped before it wrote anything
+
+
+@pytest.mark.parametrize(
+    "sets, words",
+    [
+        (["epochs=1"], "lr 5e-05, 1 epoch, seed 0"),
+        (["lr=1.78e-4", "budget={steps: 630}", "eval_every=53"], "lr 0.000178, 630 steps"),
+        (["budget={until_plateau: {patience: 2, max_epochs: 8}}", "seed=3"],
+         "until dev plateaus, at most 8 epochs, seed 3"),
+    ],
+)  # fmt: skip
+def test_the_single_trials_first_line_names_its_budget(sets, words):
+    line = first_line(read_settings(None, sets))
+    assert line.startswith("one trial: model minilm, ") and words in line, line
+    assert ("every 53 steps" if "eval_every=53" in sets else "at each epoch's end") in line

@@ -101,11 +101,21 @@ def first_line(settings: TrialConfig) -> str:
     """What the command says at once, before torch, the model and the data load (seconds to
     a minute) and the first evaluation (at the end of the first epoch unless eval_every says
     sooner: minutes on a CPU): the trial it trains, and what comes next."""
-    budget = settings.budget or f"{settings.epochs} epoch{'s' if settings.epochs != 1 else ''}"
+    budget = _budget_words(settings)
     every = f"every {settings.eval_every} steps" if settings.eval_every else "at each epoch's end"
     return (f"one trial: model {settings.model}, lr {settings.lr:g}, {budget}, seed "
             f"{settings.seed}; loading torch, the model and the data, then a line per "
             f"evaluation ({every})")  # fmt: skip
+
+
+def _budget_words(settings: TrialConfig) -> str:
+    """`3 epochs`, `630 steps` or `until dev plateaus, at most 8 epochs`."""
+    budget = settings.parsed_budget()
+    if budget is not None and budget.steps is not None:
+        return f"{budget.steps} steps"
+    if budget is not None and budget.until_plateau is not None:
+        return f"until dev plateaus, at most {budget.until_plateau.max_epochs} epochs"
+    return f"{settings.epochs} epoch{'s' if settings.epochs != 1 else ''}"
 
 
 def _holds_files(folder: Path) -> bool:

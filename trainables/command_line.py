@@ -59,7 +59,9 @@ def exit_codes(codes: dict[int, str]) -> str:
 
 
 TRIAL_EXAMPLES = """examples:
-  python -m trainables --set lr=3e-5 --set epochs=1     # the embedded MiniLM on WNUT-16
+  python -m trainables --set lr=1.78e-4 --set "budget={steps: 630}" --set eval_every=53
+      # the embedded MiniLM on WNUT-16 as ner_depth's default trial: a line every 53 steps;
+      # dev F1 0.54 +- 0.02 over its 10 seeds (one epoch of 105 steps learns nothing yet)
   python -m trainables --config trial.yaml --set seed=3 --metrics-out m.jsonl
   python -m trainables --config trial.yaml --checkpoint-dir ckpt     # saved at every evaluation
   python -m trainables --config trial.yaml --checkpoint-dir ckpt --resume   # continue it

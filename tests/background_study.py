@@ -22,6 +22,9 @@ import pytest
 from _pytest.mark.expression import Expression  # the -m language, as pytest evaluates it
 
 SMOKE_NODE = "tests/study/test_smoke_study.py::test_the_smoke_profile_runs_end_to_end"
+# tests that read the finished study's folder, run after the smoke test, which checks that
+# the study left nothing there but its outputs
+AFTER_SMOKE = ("tests/test_documented_commands.py::test_commands_against_the_smoke_store",)
 MARKS = {"study", "smoke"}  # the smoke test's markers, for the -m expression
 SMOKE_COMMAND = ("-m", "study.run", "ner_depth", "--profile", "smoke", "--num-cpus", "2")
 _KEY = pytest.StashKey["BackgroundStudy"]()
@@ -93,6 +96,10 @@ def start_if_selected(session: pytest.Session) -> None:
         return
     session.items.remove(smoke[0])
     session.items.append(smoke[0])
+    after = [item for item in session.items if item.nodeid in AFTER_SMOKE]
+    for item in after:
+        session.items.remove(item)
+        session.items.append(item)
     started(session.config)
 
 

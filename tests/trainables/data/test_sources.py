@@ -51,6 +51,12 @@ def test_an_entry_of_no_kind_lists_every_form_in_one_line():
         ({"embedded": ["wnut16"]}, r"data.embedded: \['wnut16'\] is not one of"),
         ({"embedded": "wnut16", "extra": ["x"]}, r"data.extra: \['x'\] is not a mapping"),
         ({"embeded": "wnut16"}, r"unknown key\(s\) \['embeded'\]; known: \['dev', 'embedded'"),
+        # a file beside a corpus was ignored before: the run trained on the corpus
+        (
+            {"embedded": "wnut16", "train": "/nonexistent/train.txt"},
+            r"^data: train given beside embedded, whose corpus has its own splits; set "
+            r"data.embedded=null to read the files$",
+        ),
     ],
 )
 def test_bad_data_configs_are_one_line_config_errors(data, message):

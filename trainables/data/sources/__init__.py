@@ -123,6 +123,11 @@ def data_inputs(data: dict[str, Any]) -> DataInputs:
     corpus = [kind.from_entry(data[key]) for key, kind in CORPUS_KINDS.items() if key in data]
     if len(corpus) > 1:
         raise ConfigError(f"data: give one of {sorted(CORPUS_KINDS)}, not several")
+    beside = [s for s in SPLITS if s in data]
+    if corpus and beside:  # a corpus brings its own splits: the files would be ignored
+        kind = next(key for key in CORPUS_KINDS if key in data)
+        raise ConfigError(f"data: {', '.join(beside)} given beside {kind}, whose corpus has its "
+                          f"own splits; set data.{kind}=null to read the files")  # fmt: skip
     missing = [s for s in SPLITS if s not in data]
     if missing and not corpus:
         raise ConfigError(f"data: missing split(s) {missing}; give train, dev and test")

@@ -186,9 +186,33 @@ class LoggingState:
         logging.root.setLevel(self.root[0])  # and every logger's cached levels cleared
 
 
+# what a command's own set-up puts in the environment before it imports the modules a stop
+# patches (study.run's driver turns MLflow's telemetry off before MLflow is imported)
+SET_UP_BEFORE_STOPS = {"MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def _import_stops(names: list[str]) -> None:
+    """The modules a stop patches, imported once as the command imports them: after its own
+    set-up. A stop imports its module before the command's code runs, so without this the
+    first command would import it (and MLflow, which writes ~/.config/mlflow/telemetry.json
+    while telemetry is on) before the command had set its environment. The real-process
+    cases of tests/study/fuzz/test_fidelity.py keep the command's own set-up checked."""
+    saved = dict(os.environ)
+    os.environ.update(SET_UP_BEFORE_STOPS)
+    try:
+        packages = {name.partition(".")[0] for name in names}
+        for module, _ in STOPS.values():  # those of this server's commands' packages
+            if module.partition(".")[0] in packages:
+                importlib.import_module(module)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 class Server:
     def __init__(self, names: list[str]) -> None:
         self.mains = {name: Main(name) for name in names}
+        _import_stops(names)
         self.logging = LoggingState()
         self.filters = list(warnings.filters)
         self.environ = dict(os.environ)

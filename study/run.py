@@ -191,9 +191,11 @@ def opening_line(spec: StudySpec, args: argparse.Namespace) -> str:
     driver's log (Ray, MLflow and torch load; the data, the stores and the tracking server are
     checked, and nothing is written until they pass)."""
     profile = spec.profile or args.profile
+    where = outputs_line(tracking_uri(args.tracking_uri), args.storage, args.reports,
+                         args.optuna_storage)  # fmt: skip
     return (f"study {printable(spec.name)} (profile {printable(profile)}): checking the data, "
             "the storage and MLflow, then starting Ray; nothing is written until the checks "
-            "pass")  # fmt: skip
+            "pass" + (f"; {where}" if where.startswith("outputs in ") else ""))  # fmt: skip
 
 
 def _check_before_writing(

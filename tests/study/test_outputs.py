@@ -55,3 +55,19 @@ def test_a_command_leaves_no_write_ahead_log(tmp_path):
     assert stores_closed(3) == 3
     assert sorted(os.listdir(database.parent)) == ["mlflow.db"]
     assert tracker.tags(run)["state"] == "finished"  # still usable: it connects again
+
+
+def test_the_opening_line_names_the_folder(monkeypatch, tmp_path):
+    """The line a run prints first, on stdout, before its checks (study.run.opening_line)."""
+    from study.command_line import parse_args
+    from study.run import opening_line
+    from study.spec import load_study
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    spec = load_study("ner_depth", "smoke")
+    line = opening_line(spec, parse_args(["ner_depth", "--profile", "smoke"]))
+    assert line.endswith(f"; outputs in {tmp_path / 'outputs'}/ (MLflow store, Optuna samples, "
+                         "Ray results, report)")  # fmt: skip
+    moved = opening_line(spec, parse_args(["ner_depth", "--storage", str(tmp_path / "r")]))
+    assert "outputs" not in moved  # each place is named once the checks pass

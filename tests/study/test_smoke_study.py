@@ -32,6 +32,7 @@ def test_the_smoke_profile_runs_end_to_end(request):
     # one folder, named in the driver's first line; nothing but the documented outputs left
     first = done.stderr.splitlines()[0]
     assert f"study: outputs in {outputs}/ (" in first, done.stderr[:2000]
+    assert f"; outputs in {outputs}/ (" in done.stdout.splitlines()[0], done.stdout[:2000]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs", "stderr.txt", "stdout.txt"]
     left = sorted(p.name for p in outputs.iterdir())
     assert set(left) <= set(LEFT_BEHIND) and {"mlflow.db", "ray_results", "reports"} <= set(left)

@@ -25,9 +25,10 @@ from trainables.errors import ConfigError
 from trainables.settings import AUTO, BF16, FP32, host_has_native_bf16, no_native_bf16
 from trainables.settings import resolve_precision as resolve_for_device
 
-PRECISION_KEY = "precision"  # in the study's state, the study run's tags and the trial config
 if TYPE_CHECKING:  # the state is handed in: the driver's execution package is not loaded here
     from study.execution.state import StudyState
+
+PRECISION_KEY = "precision"  # in the study's state, the study run's tags and the trial config
 
 
 def written_precision(spec: StudySpec) -> str:

@@ -149,15 +149,6 @@ class StudyRecord:
         return out
 
 
-def _parse(value: str | None) -> Any:
-    """Params are stored as text: JSON where the value was not a string."""
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except (json.JSONDecodeError, TypeError):
-        return value
-
 @dataclass(frozen=True)
 class TrialResult:
     """One trial of a study run as the tracking store holds it, for the driver's choices: its
@@ -201,6 +192,15 @@ def _trial_result(run: Any) -> TrialResult:
     metrics.update((name, math.nan) for name in tags.get(NON_FINITE_TAG, "").split(",") if name)
     return TrialResult(study_tags, settings, metrics, tags.get("status") == "completed")
 
+
+def _parse(value: str | None) -> Any:
+    """Params are stored as text: JSON where the value was not a string."""
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except (json.JSONDecodeError, TypeError):
+        return value
 
 
 def listed_code_versions(tags: dict[str, str]) -> list[str]:
@@ -432,10 +432,6 @@ def _extra_sets(trials: pd.DataFrame) -> list[str]:
     return names
 
 
-def metric_histories(tracking_uri: str, run_id: str, *keys: str) -> list[dict[int, float]]:
-    """Each metric's value at each logged step (the trial's optimizer step, or the layer).
-    A client per call is cheap: MLflow keeps one store per URI."""
-    client = MlflowClient(tracking_uri)
 def tagged_runs(tracking_uri: str, study: str, tag: str, like: str = "%") -> dict[str, str]:
     """The runs of `study`'s experiment whose tag `tag` matches `like` (SQL LIKE: % is any
     text), each run id with the tag's value; {} when there is no such experiment."""
@@ -458,6 +454,10 @@ def params_and_tags(tracking_uri: str, run_id: str) -> tuple[dict[str, str], dic
     return dict(run.data.params), dict(run.data.tags)
 
 
+def metric_histories(tracking_uri: str, run_id: str, *keys: str) -> list[dict[int, float]]:
+    """Each metric's value at each logged step (the trial's optimizer step, or the layer).
+    A client per call is cheap: MLflow keeps one store per URI."""
+    client = MlflowClient(tracking_uri)
     return [{m.step: m.value for m in client.get_metric_history(run_id, k)} for k in keys]
 
 

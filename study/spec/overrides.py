@@ -56,8 +56,15 @@ def _parse(text: str) -> Override:
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or str(err)
         raise SpecError(f"--set {text}: the value is not valid YAML ({joined(problem)})") from None
-    path = tuple(int(p) if p.strip().isdigit() else p.strip() for p in parts)
+    path = tuple(_key_part(p) for p in parts)
     return Override(text, path, value)
+
+
+def _key_part(part: str) -> str | int:
+    """A list index where the part is written in ASCII digits (`grid.depth.0`), else a key;
+    str.isdigit alone would take superscripts such as '¹', which int() refuses."""
+    part = part.strip()
+    return int(part) if part.isascii() and part.isdigit() else part
 
 
 def apply_overrides(doc: Doc, overrides: Sequence[Override]) -> Doc:

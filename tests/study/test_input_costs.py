@@ -34,7 +34,7 @@ CHILD = r"""
 import faulthandler, json, os, re, resource, sys, time
 
 from study.spec import load_study
-from trainables.settings import load_checked_splits
+from trainables.data.sources import load_checked_splits
 
 cases, good, watchdog_s, headroom = json.loads(sys.argv[1])
 

@@ -50,6 +50,7 @@ options = st.lists(
 @example(["profiles.smoke.seeds=1"])
 @example(["grid.depth.0.x=1"])
 @example(["seeds=[" * 40 + "]" * 40])  # nesting beyond the reader's limit
+@example(["analysis=", "¹="])  # found by the default run: a superscript digit taken for an index
 def test_study_set_options(study_command, sets):
     argv = ["smoke", "--profile", "smoke", "--dry-run"]
     argv += [f"--set={text}" for text in sets]  # a value may start with '-'

@@ -168,12 +168,14 @@ def test_explore_goes_on_when_a_seed_stops_improving_before_the_last_rung(tmp_pa
     (epoch 2 here: grace 1, reduction 2, at most 4 epochs) while its sibling reaches it. The
     sample book paused the sibling there until every seed got there, which the completed
     one never would: the study hung (ner_reinit's default profile did). It finishes now."""
-    plateau = {"until_plateau": {"patience": 2, "min_delta": 0.0, "max_epochs": 4}}
+    # eval_every 10 on 20 steps an epoch: the plateau rule's smoothing window is 2 evaluations,
+    # so its first smoothed value comes at epoch 1 and patience 1 can stop a seed at 1.5
+    plateau = {"until_plateau": {"patience": 1, "min_delta": 0.0, "max_epochs": 4}}
     study = write_synthetic_study(
         tmp_path,
-        {"steps_per_epoch": 20, "convergence_epochs": 0.5, "noise": 0.05},
+        {"steps_per_epoch": 20, "convergence_epochs": 0.1, "noise": 0.05},
         search={"lr": {"type": "categorical", "choices": [1.0e-4]}},
-        fixed={"eval_every": 5, "budget": plateau},
+        fixed={"eval_every": 10, "budget": plateau},
         phases={
             "explore": {
                 "samples": 1,

@@ -165,4 +165,4 @@ class PlannedSearcher(SavedSearcher):
     def on_trial_complete(
         self, trial_id: str, result: dict | None = None, error: bool = False
     ) -> None:
-        pass
+        self._released()

@@ -139,6 +139,7 @@ class ArmSearcher(SavedSearcher):
     def on_trial_complete(
         self, trial_id: str, result: dict | None = None, error: bool = False
     ) -> None:
+        self._released()
         if trial_id not in self._trial_sample:
             return
         key, seed = self._trial_sample[trial_id]

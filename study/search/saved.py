@@ -33,6 +33,14 @@ class SavedSearcher(Searcher):
         self.active_trials += 1
         return config
 
+    def _released(self) -> None:
+        """A trial ended: its slot is free. The scheduler recounts at its next step, but
+        when no trial is left running, pending or paused, Tune waits on `suggest` without
+        taking a step, so a count left at the limit would hold the study forever. (Should the
+        scheduler have recounted first, the count is one low until its next step: one trial
+        too many is created, and waits for resources.)"""
+        self.active_trials = max(0, self.active_trials - 1)
+
     def save(self, checkpoint_path: str) -> None:
         state = {key: value for key, value in self.__dict__.items() if key != "slots"}
         with open(checkpoint_path, "wb") as out:

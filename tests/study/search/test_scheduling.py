@@ -190,6 +190,22 @@ def test_optuna_is_asked_for_a_sample_only_when_a_slot_is_free(spec, tmp_path):
     assert fresh.slots is None and fresh.active_trials == 2
 
 
+def test_a_finished_trial_frees_its_slot_without_the_scheduler(spec):
+    """One slot (--num-cpus 1): once the only trial ends, nothing is running, pending or
+    paused, and Tune waits on `suggest` without a scheduler step that would recount; the
+    searchers free the slot themselves as the trial completes (a study hung here)."""
+    arms = make_plan(spec).arms
+    planned = PlannedSearcher(
+        spec, confirm_configs(spec, arms, {a.id: [{"lr": 1e-3}] for a in arms})
+    )
+    explore = ArmSearcher(spec, arms)
+    for searcher in (planned, explore):
+        searcher.slots = 1
+        assert searcher.suggest("a") is not None and searcher.suggest("b") is None
+        searcher.on_trial_complete("a", {"dev_f1": 0.5}, error=False)
+        assert searcher.suggest("b") is not None
+
+
 def _finish(searcher, trial_id, config, f1=None, error=False):
     result = _result(40, 4.0, f1, final=True) if f1 is not None else {"dev_f1": 0.1}
     searcher.on_trial_complete(trial_id, result, error=error)

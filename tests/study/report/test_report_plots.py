@@ -114,22 +114,13 @@ def layer_table(record: StudyRecord) -> pd.DataFrame:
 
 
 def draw_all(record: StudyRecord, folder: Path) -> dict[str, Path | None]:
-    """Every figure the report makes, by its own functions, on the synthetic tables."""
-    drawn = {
-        "lr_vs_f1": plots.lr_vs_f1(record, folder / "lr_vs_f1.png"),
-        "learning_curves": plots.learning_curves(
-            learning_curves(record), record, folder / "learning_curves.png"
-        ),
-        "seeds": plots.seed_distributions(record, folder / "seeds.png"),
-        "heatmap": plots.factor_heatmap(record, "test_f1", folder / "heatmap.png"),
-        "dynamics": plots.dynamics_heatmaps(
-            layer_dynamics(record), record, folder / "dynamics.png"
-        ),  # fmt: skip
-        "expected_max": expected_max.plot_expected_max(
-            record, expected_max.expected_max_table(record), folder / "expected_max.png"
-        ),
-    }
-    drawn.update(stages.SECTION.figures(record, stage_tables(record), folder))
+    """Every figure the report makes, by its own functions, on the synthetic tables: the
+    per-arm figures and those drawn per factor or per layer."""
+    drawn = draw_arm_figures(record, folder)
+    drawn["heatmap"] = plots.factor_heatmap(record, "test_f1", folder / "heatmap.png")
+    drawn["dynamics"] = plots.dynamics_heatmaps(
+        layer_dynamics(record), record, folder / "dynamics.png"
+    )
     for section in all_sections():
         if section.name.startswith("layers_"):
             drawn.update(section.figures(record, section.tables(record), folder))

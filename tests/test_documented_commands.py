@@ -282,10 +282,10 @@ WAYS: dict[str, Way] = {
     "./with-venv pytest tests/study/test_input_costs.py -s": collect(
         "./with-venv pytest tests/study/test_input_costs.py -s"
     ),
-    './with-venv pytest "tests/study/tracking/test_tracking_server.py::test_two_studies_outlive_'
-    'two_crashes_of_their_server"': collect(
-        './with-venv pytest "tests/study/tracking/test_tracking_server.py::test_two_studies_'
-        'outlive_two_crashes_of_their_server"'
+    './with-venv pytest -m slow "tests/study/tracking/test_tracking_server.py::test_two_studies_'
+    'outlive_two_crashes_of_their_server"': collect(
+        './with-venv pytest -m slow "tests/study/tracking/test_tracking_server.py::test_two_'
+        'studies_outlive_two_crashes_of_their_server"'
     ),
     "./with-venv pytest tests/study/execution/test_kill_soak.py": collect(
         "./with-venv pytest tests/study/execution/test_kill_soak.py"
@@ -603,7 +603,7 @@ def test_commands_that_need_a_process(command, tmp_path, request):
         assert _serves(line.format(port=port), port, cwd, env) == way.expect
         return
     if way.how == "collect":
-        assignments = re.match(r"((?:\w+=\S+ )*)(.*)", line)
+        assignments = re.match(r"((?:\w+=\S+ )*)(.*)", way.run)  # the line as documented
         env.update(dict(a.split("=", 1) for a in assignments.group(1).split()))
         line = assignments.group(2).replace("python -m pytest", f"{sys.executable} -m pytest")
     cwd = REPO if way.how in ("collect", "help") else cwd

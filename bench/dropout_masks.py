@@ -8,7 +8,7 @@ the mask converted as a bool tensor, as that module did before.
 
 A bf16 MiniLM step draws 20 such masks (14 on hidden states, 6 on attention probabilities),
 so a row's difference times about 20 is what a step gains. The two `mask_dropout` variants
-give the same values bit for bit (tests/trainables/test_dropout.py); torch's draws other
+give the same values bit for bit (tests/trainables/model/test_dropout.py); torch's draws other
 masks from the same generator. Each round times every variant, in an order that alternates
 between rounds, on CPU time; the table gives medians over rounds and ratios to torch's.
 """

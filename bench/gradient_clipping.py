@@ -7,11 +7,11 @@ when the norm is within the bound (so "within" compares the norms alone).
     ./with-venv python bench/gradient_clipping.py             # 1 thread, 7 rounds
     ./with-venv python bench/gradient_clipping.py --threads 2
 
-Both variants give the same gradients bit for bit (tests/trainables/test_embedding_gradient.py);
-what differs is two passes over the 47 MB word-table gradient per step: its norm, and, when
-the step is clipped, its multiply. Each round times both variants on a clipped step
-(`max_norm` far below the norm) and on one within the bound, in an interleaved order; the
-table gives medians over rounds and their ratio.
+Both variants give the same gradients bit for bit
+(tests/trainables/model/test_embedding_gradient.py); what differs is two passes over the
+47 MB word-table gradient per step: its norm, and, when the step is clipped, its multiply.
+Each round times both variants on a clipped step (`max_norm` far below the norm) and on one
+within the bound, in an interleaved order; the table gives medians over rounds and their ratio.
 """
 
 from __future__ import annotations

@@ -242,7 +242,7 @@ WAYS: dict[str, Way] = {
     ),  # fmt: skip
     "./with-venv python -m trainables --set model=models/ModernBERT-base --set depth=full-1 "
     '--set "reinit_heads=[[20, 3]]" --set freeze=embeddings': elsewhere(
-        "tests/trainables/test_modernbert.py",
+        "tests/trainables/model/test_modernbert.py",
         "needs a ModernBERT-base folder; the same settings on the tiny ModernBERT there",
     ),
     "./with-venv python -m study.run ner_intermediate --set 'grid.intermediate=[[], [{name: "

@@ -8,7 +8,7 @@ adding the new ones into the same buffer. At two threads, when the other core is
 dense fill waits on it: 19-24 ms.
 
 The gradient is the same tensor bit for bit: rows are added in the same order as torch's CPU
-kernel adds them (tests/trainables/test_embedding_gradient.py compares the two), the
+kernel adds them (tests/trainables/model/test_embedding_gradient.py compares the two), the
 padding row gets none, and every row the batch did not use is exactly zero. AdamW still sees
 a dense gradient, so its update of every row (momentum, weight decay) is unchanged.
 

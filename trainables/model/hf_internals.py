@@ -1,7 +1,7 @@
 """Every use the trainer makes of transformers beyond its public API.
 
 Each is done here and nowhere else, so a transformers upgrade that changes one breaks this
-module only; tests/trainables/test_hf_contract.py pins each against the installed
+module only; tests/trainables/model/test_hf_contract.py pins each against the installed
 transformers and fails, naming it, when one no longer holds.
 
 The assumptions:

@@ -5,7 +5,7 @@ about a trial before one runs.
 Tune entry point from `trainables.tune_adapter`; the few other torch-free modules of
 `trainables` it may import (errors, YAML reading, the command line, data sources, fingerprints)
 it imports from their own packages: tests/study/test_import_graph.py names them and holds the
-rule, and tests/trainables/test_settings_import.py that importing this package loads
+rule, and tests/trainables/settings/test_settings_import.py that importing this package loads
 neither torch nor scipy nor pyarrow.
 """
 

@@ -1,5 +1,6 @@
 """docs/trial-settings.md, written from the `TrialConfig` fields' metadata, so the key reference
-says what the checks read (tests/trainables/test_settings_reference.py fails when they differ):
+says what the checks read (tests/trainables/settings/test_settings_reference.py fails when they
+differ):
 
     python -m trainables.settings.reference           # rewrite docs/trial-settings.md (run it
                                                       # after adding or changing a setting)

@@ -5,7 +5,7 @@ driver refuses it before any trial runs (study/spec/build.py).
 
 Each evaluated set's scores are `<set>_<score>`: `dev` at every evaluation, and every extra
 set of `data.extra` too under `eval_extra_each_time`. The tagger's `Trial.score` and the
-synthetic trial's `_evaluate` report these names, which tests/trainables/test_reported.py
+synthetic trial's `_evaluate` report these names, which tests/trainables/settings/test_reported.py
 checks against a real evaluation of each. The last result holds more (test scores, per-type
 F1, the curve's summaries), but only there: a study metric cannot be one of them.
 """

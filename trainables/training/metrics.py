@@ -10,7 +10,7 @@ Both read spans without `seqeval.metrics`, which imports scikit-learn (and with 
 statistics) for one warning class: seconds of every trial worker's start. The strict spans
 are seqeval's own (`seqeval.scheme.Entities`, its light module); the conlleval spans are
 `conlleval_spans`, the chunking rule of conlleval.pl as seqeval's default mode states it.
-tests/trainables/test_metrics.py checks both modes' scores against seqeval's
+tests/trainables/training/test_metrics.py checks both modes' scores against seqeval's
 `classification_report`, bit for bit, on generated tag sequences.
 """
 

@@ -1,7 +1,7 @@
 """Every use the trainer makes of torch beyond its public API.
 
 Each is done here and nowhere else, so a torch upgrade that changes one breaks this module
-only; tests/trainables/test_torch_contract.py pins each against the installed torch and
+only; tests/trainables/training/test_torch_contract.py pins each against the installed torch and
 fails, naming it, when one no longer holds.
 
 The assumptions:

@@ -20,7 +20,7 @@ from study import stats
 from study.report import layer_pairs, write_report
 from study.report.layer_pairs import layer_table
 from tests.study_helpers import REPO
-from tests.trainables.test_dynamics import batches, pretrained
+from tests.trainables.measures.test_dynamics import batches, pretrained
 from trainables.measures.fingerprints.capture import capture
 from trainables.measures.fingerprints.compare import compare
 

@@ -16,7 +16,7 @@ from ray import tune
 
 from study.names import FINGERPRINT_ARTIFACT
 from tests.study.tracking import test_tracking
-from tests.trainables.test_dynamics import batches, pretrained, reinitialised
+from tests.trainables.measures.test_dynamics import batches, pretrained, reinitialised
 from trainables.measures.fingerprints import FILE_NAME, LayerFingerprint
 from trainables.measures.fingerprints.capture import capture
 from trainables.measures.fingerprints.compare import compare

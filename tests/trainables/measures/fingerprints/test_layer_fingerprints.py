@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainables.test_dynamics import batches, pretrained, random_distributions, reinitialised
+from tests.trainables.measures.test_dynamics import (
+    batches,
+    pretrained,
+    random_distributions,
+    reinitialised,
+)
 from trainables.measures import dynamics, similarity
 from trainables.measures.fingerprints import LayerFingerprint, sentences_within
 from trainables.measures.fingerprints.capture import capture

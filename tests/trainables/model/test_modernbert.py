@@ -3,8 +3,8 @@ tiny random ModernBERT built offline with a byte-level tokenizer shaped like its
 encoded as in running text, one head as its slices of the fused QKV projection, freezing around
 the final norm, and whole trials through `python -m trainables`. The exactness tests every
 family shares (truncation, re-initialisation, head slices, dynamics) run on it from
-tests/trainables/test_surgery.py and tests/trainables/test_dynamics.py; the smoke-sized study is in
-tests/study/test_study_modernbert.py."""
+tests/trainables/model/test_surgery.py and tests/trainables/measures/test_dynamics.py; the
+smoke-sized study is in tests/study/test_study_modernbert.py."""
 
 from __future__ import annotations
 

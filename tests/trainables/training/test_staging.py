@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.study_helpers import REPO
 from trainables.training import staging
 from trainables.training.staging import LOCK_SUFFIX, PREFIX, owned_directory, remove_abandoned
 
@@ -30,7 +31,7 @@ def _start_writer(folder: Path) -> tuple[subprocess.Popen, Path]:
         [sys.executable, "-c", WRITER, str(folder)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=REPO,
     )
     directory = Path(writer.stdout.readline().strip())
     writer.stdout.close()

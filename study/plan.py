@@ -16,6 +16,7 @@ from typing import Any
 from study.names import CONFIRM, DRAWN_BY, EXPLORE, factor_value
 from study.precision import resolved_precision
 from study.spec import StudySpec
+from study.spec.phases import MIN_ASHA_SAMPLES
 from trainables.errors import printable
 from trainables.settings import BUDGET, INTERMEDIATE, stage_name
 
@@ -253,6 +254,9 @@ def make_plan(spec: StudySpec) -> StudyPlan:
             if asha
             else "no pruning"
         )
+        if asha and spec.explore.samples < MIN_ASHA_SAMPLES:
+            pruning += (f"; with {spec.explore.samples} samples per arm (< {MIN_ASHA_SAMPLES}) "
+                        "each rung's first sample goes on uncompared")  # fmt: skip
         plan.phases.append(
             PhasePlan(
                 EXPLORE,

@@ -21,6 +21,7 @@ from scipy.stats import pearsonr
 
 from study import stats
 from study.names import EXPLORE, FIXED_FROM_TAG
+from study.spec.phases import MIN_ASHA_SAMPLES
 from study.tracking.reading import (
     CONVERGED,
     FINAL_GAIN_RULE_TAG,
@@ -392,3 +393,18 @@ def fixed_from_threats(record: StudyRecord) -> list[str]:
             )
         out.append(text)
     return out
+
+
+def pruning_threats(record: StudyRecord) -> list[str]:
+    """ASHA with too few samples per arm: Ray's asynchronous ASHA promotes the first sample to
+    reach each rung with nothing to compare it with, so with few samples it prunes almost
+    nothing and what it does prune was judged on a handful of early evaluations."""
+    explore = (record.plan.get("phases") or {}).get("explore") or {}
+    samples = explore.get("samples")
+    if not explore.get("asha") or not isinstance(samples, int) or samples >= MIN_ASHA_SAMPLES:
+        return []
+    return [
+        f"Explore pruned with ASHA at {samples} samples per arm (fewer than {MIN_ASHA_SAMPLES}): "
+        "the first sample to reach each rung went on with nothing to compare it with, and a "
+        "sample stopped early was judged on its first evaluations only."
+    ]

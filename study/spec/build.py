@@ -22,7 +22,7 @@ from study.spec.factors import (
 from study.spec.limits import check_plan_size
 from study.spec.overrides import apply_overrides, parse_overrides
 from study.spec.paths import data_locations, model_location
-from study.spec.phases import declared_analysis, study_phases, study_seeds
+from study.spec.phases import check_first_rung, declared_analysis, study_phases, study_seeds
 from study.spec.profiles import apply_profile
 from study.spec.provenance import fixed_provenance
 from study.spec.reading import find_study, read_study
@@ -152,6 +152,7 @@ def _build(doc: Doc, path: Path, resolve_layers: bool, download: bool) -> StudyS
     _check_reported(doc, metric, trainable, data, fixed, grid)
     seeds = study_seeds(doc)
     explore, confirm = study_phases(doc, seeds, search, shape)
+    check_first_rung(doc, explore, fixed)
     _check_seed_range(doc)
     check_plan_size(doc, grid, explore, confirm)  # before check_arms expands the arms
     analysis = declared_analysis(doc, confirm)

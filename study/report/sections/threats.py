@@ -12,6 +12,7 @@ import pandas as pd
 from study.report import provenance, tuning, validity
 from study.report.section import Section, Tables
 from study.report.sections import declaration
+from study.spec.phases import MIN_ASHA_SAMPLES
 from study.tracking.reading import StudyRecord
 
 NAME = "threats"
@@ -47,6 +48,10 @@ CHECKS: dict[str, tuple[str, Callable[[StudyRecord], list[str] | None]]] = {
     "dev reuse": (
         "no compared metric measured on the dev set the selection used",
         validity.dev_reuse_threats,
+    ),
+    "pruning": (
+        f"explore pruned, if at all, with at least {MIN_ASHA_SAMPLES} samples per arm",
+        validity.pruning_threats,
     ),
     "fixed values": ("no fixed value chosen on another study's seeds", validity.fixed_from_threats),
     "code": ("every driver of the study ran the same code", provenance.code_threats),

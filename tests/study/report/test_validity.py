@@ -382,3 +382,19 @@ def test_tuning_parity_says_who_drew_the_explore_samples(drawn, sampler, how):
         record.plan["phases"] = {"explore": {"sampler": sampler}}
     table = tuning.tuning_table(record).set_index("arm")
     assert table.loc["A", "how"] == f"tuned for the arm ({how})"
+
+
+def test_asha_with_few_samples_per_arm_is_a_threat():
+    """Explore pruned by ASHA with fewer than 6 samples per arm is named; with 6 or more, or
+    without ASHA, it is not."""
+    record = make_record(confirm("A", [2, 3]) + confirm("B", [2, 3]))
+    for explore, found in (({"samples": 3, "asha": {"grace_period": 1}}, True),
+                           ({"samples": 6, "asha": {"grace_period": 1}}, False),
+                           ({"samples": 3}, False), ({}, False)):  # fmt: skip
+        record.plan["phases"] = {"explore": explore}
+        threats_found = validity.pruning_threats(record)
+        assert bool(threats_found) == found, (explore, threats_found)
+    record.plan["phases"] = {"explore": {"samples": 3, "asha": {"grace_period": 1}}}
+    assert "ASHA at 3 samples per arm (fewer than 6)" in validity.pruning_threats(record)[0]
+    table = threats.threats_table(record)
+    assert (table.check == "pruning").sum() == 1 and table[table.check == "pruning"].recorded.all()

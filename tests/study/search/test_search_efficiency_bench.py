@@ -6,7 +6,7 @@ empty MLflow store and only the ledger the first run wrote (a fresh clone's cach
 do the same.
 
 The profile's budget is set to a fixed 3 epochs (`fixed.budget=null`), so that the coarse
-grid's cost share has an exact value: 3 samples x 2 seeds against 10 lrs x 3 seeds, 0.2.
+grid's cost share has an exact value: 6 samples x 2 seeds against 10 lrs x 3 seeds, 0.4.
 The bench is run as its own command, as a person runs it.
 """
 
@@ -66,7 +66,7 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     assert (reps.arms_chose_nothing == 0).all() and (table.measured == 2).all()
     assert {"same_draws_as"} <= set(reps.columns) and "same draws" in first.stdout
     coarse = reps[reps.contender == "coarse_grid"].cost_share
-    assert coarse.tolist() == pytest.approx([0.2, 0.2], abs=1e-12)
+    assert coarse.tolist() == pytest.approx([0.4, 0.4], abs=1e-12)
     assert (table.trainable == "synthetic (not a finding)").all()
     assert (tmp_path / "out" / "synthetic-search_efficiency.png").stat().st_size > 0
     assert (tmp_path / "out" / "synthetic-grid.png").stat().st_size > 0

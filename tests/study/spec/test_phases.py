@@ -66,6 +66,12 @@ BAD = [
     ("sampler seed negative", {"phases.explore.sampler_seed": -1},
      "phases.explore.sampler_seed: -1 is not allowed: the samplers' seed, an integer >= 0",
      "sampler_seed: -1"),
+    ("asha's first rung inside the default warm-up", {"phases.explore.asha.grace_period": 0.25},
+     "phases.explore.asha.grace_period: 0.25 is not allowed: more than 0.3 epochs: the lr warms "
+     "up over the first 0.3 of 3 epochs", "grace_period: 0.25"),
+    ("asha's first rung inside a fixed warm-up", {"fixed.warmup_ratio": 0.5},
+     "phases.explore.asha.grace_period: 1.0 is not allowed: more than 1.5 epochs: the lr warms "
+     "up over the first 1.5 of 3 epochs", "grace_period: 1"),
     ("asha missing grace", drop("phases.explore.asha.grace_period"),
      "phases.explore.asha.grace_period is missing", "asha:"),
     ("checkpoint cadence negative", {"phases.confirm.checkpoint_every_s": -1},
@@ -112,3 +118,14 @@ def test_confirm_checkpoints_once_a_minute_unless_told(tmp_path, study):
     loaded = load_study(str(write(tmp_path, study)))
     assert loaded.confirm.checkpoint_every_s == 0.0
     assert "(never pruned; a checkpoint per evaluation)" in make_plan(loaded).describe()
+
+
+def test_asha_with_few_samples_per_arm_says_so_in_the_plan(tmp_path, study):
+    """Ray's ASHA is asynchronous: below 6 samples per arm the dry run says that each rung's
+    first sample goes on uncompared; from 6 it says nothing of the kind."""
+    for samples, warned in ((4, True), (6, False)):
+        study["phases"]["explore"]["samples"] = samples
+        described = make_plan(load_study(str(write(tmp_path, study)))).describe()
+        assert "ASHA per arm, grace 1 epochs, reduction 2" in described
+        note = f"with {samples} samples per arm (< 6) each rung's first sample goes on uncompared"
+        assert (note in described) == warned, described

@@ -1,5 +1,5 @@
 """Train and evaluation throughput of this project's loop vs `transformers.Trainer`, side by side,
-each in the same precision.
+each in the same precision, timed in the same scope and with the same allocator.
 
 Same model (the embedded MiniLM with a token-classification head), same WNUT-16 training
 windows, batch size, steps, learning rate, thread count and precision: `ours` runs a trial with
@@ -7,6 +7,20 @@ windows, batch size, steps, learning rate, thread count and precision: `ours` ru
 and optimizer state, as ours) and without it for fp32. Each variant runs in its own subprocess
 so that its peak RSS is its own (taken when training ends, before evaluation). Tokens are
 counted without padding, so a loop that pads less gets credit only for the real work it does.
+
+What is timed, the same for every variant: the training loop's steps, from the end of one
+optimizer step to the end of the next, so a step's batch (choosing its windows, collating,
+the Trainer's data loader) counts with it. `ours` reads the clock after each `_train_step` of
+the loop's own batch order; the Trainer through a callback at `on_step_end`. The first step
+(from the loop's start, `on_train_begin` for the Trainer, to the end of step 1) is the
+warm-up: oneDNN picks its kernels and the allocator grows its heap there. It is reported apart
+(`first step s`) and left out of tokens/s. Set-up before the loop (model load, data encoding,
+the Trainer's own preparation) is in neither.
+
+The allocator is the same too: every variant's process calls
+`trainables.model.memory.keep_freed_memory` as its first act (a trial's process calls it
+anyway), so freed heap memory is reused, not returned to the kernel and faulted in again, in
+all of them. The report says whether it took effect (glibc only).
 
 Evaluation matters too: a default-profile trial scores dev six times and dev + test at the
 end. After training, `ours` times `Trial.predict` on the dev windows (the path every dev
@@ -27,8 +41,7 @@ run in --repeats rounds, one after another, and the ratios are of the medians. A
 gives the CPU time each run got per wall second and thread: well below 100% means other work
 shared the cores, and the run is slow by about that much; `per CPU-s` (tokens per CPU-second
 of a thread) is distorted far less by such sharing, and is what to compare on a busy machine
-(best at --threads 1). `ours` includes its process set-up (`trainables/model/memory.py` keeps freed
-heap memory for reuse); the Trainer's process is left as a Trainer user's would be.
+(best at --threads 1).
 
 Target, in each precision: ours >= 1.5x the Trainer with group_by_length (the faster of the
 two Trainers) in that precision. By default both precisions run where the CPU has
@@ -60,27 +73,66 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class StepClock:
+    """Wall and CPU clocks read when a training loop starts and at the end of each optimizer
+    step: the first step apart (the warm-up), the rest as one timed span. Both loops are timed
+    by this one class, so their scopes cannot drift apart."""
+
+    def __init__(self) -> None:
+        self.ends: list[tuple[float, float]] = []
+        self.started: tuple[float, float] | None = None
+
+    def start(self) -> None:
+        self.started = (time.perf_counter(), time.process_time())
+
+    def step_end(self) -> None:
+        self.ends.append((time.perf_counter(), time.process_time()))
+
+    def result(self, step_tokens: list[int]) -> dict:
+        """`step_tokens`: the real tokens of each step in order (at least as many as steps)."""
+        if self.started is None or len(self.ends) < 2:
+            raise RuntimeError(f"timed {len(self.ends)} steps; the span needs at least 2")
+        (first_wall, first_cpu), (last_wall, last_cpu) = self.ends[0], self.ends[-1]
+        return {
+            "first_step_seconds": first_wall - self.started[0],
+            "first_step_tokens": step_tokens[0],
+            "seconds": last_wall - first_wall,
+            "cpu_seconds": last_cpu - first_cpu,
+            "tokens": sum(step_tokens[1 : len(self.ends)]),
+            "timed_steps": len(self.ends) - 1,
+        }
+
+
 def _common(args) -> dict:
     # the CPU, as the Trainer's use_cpu, also on a machine with a GPU
     return {"batch_size": args.batch_size, "lr": 5e-5, "seed": 0, "threads": args.threads,
             "precision": args.precision[0], "device": "cpu"}  # fmt: skip
 
 
+def _same_allocator() -> bool:
+    """The allocator setting of every variant: freed heap kept for reuse (a trial's process
+    sets it in `Trial`; calling it again there changes nothing). False where the C library
+    is not glibc, for every variant alike."""
+    from trainables.model.memory import keep_freed_memory
+
+    return keep_freed_memory()
+
+
 def run_ours(args) -> dict:
+    heap_kept = _same_allocator()  # first, as in the Trainer's variants
     from trainables.settings.config import TrialConfig
     from trainables.training.train import Trial
 
     trial = Trial(TrialConfig.from_dict(_common(args) | {"epochs": 50, "eval_every": 10**9}))
     steps = args.steps or trial.batches_per_epoch
-    tokens, seconds, cpu_seconds = 0, 0.0, 0.0
+    clock, step_tokens = StepClock(), []
+    clock.start()
     for batch_ids in _steps(trial, steps):
-        started, cpu_started = time.perf_counter(), time.process_time()
         _, n = trial._train_step(batch_ids)
-        seconds += time.perf_counter() - started
-        cpu_seconds += time.process_time() - cpu_started
-        tokens += n
-    result = {"tokens": tokens, "seconds": seconds, "cpu_seconds": cpu_seconds, "steps": steps,
-              "peak_rss_mb": _peak_rss_mb(), "precision": trial.precision}  # fmt: skip
+        clock.step_end()
+        step_tokens.append(n)
+    about = {"steps": steps, "peak_rss_mb": _peak_rss_mb(), "precision": trial.precision}
+    result = clock.result(step_tokens) | about | {"heap_kept": heap_kept}
     return result | eval_ours(trial, args.eval_passes)
 
 
@@ -119,11 +171,13 @@ def _length_grouping(grouped: bool) -> dict:
 
 
 def run_trainer(args, grouped: bool) -> dict:
+    heap_kept = _same_allocator()  # first, as in `ours`
     import torch
     from transformers import (
         AutoModelForTokenClassification,
         DataCollatorForTokenClassification,
         Trainer,
+        TrainerCallback,
         TrainingArguments,
     )
 
@@ -137,12 +191,23 @@ def run_trainer(args, grouped: bool) -> dict:
         resolve_model("minilm"), num_labels=len(label_map)
     )
     collator = DataCollatorForTokenClassification(tokenizer)
-    counted = {"tokens": 0}
+    # the real tokens of each batch collated, in order: the data loader may collate a batch
+    # ahead of the step that trains it, so a step's tokens are read by position afterwards
+    collated: list[int] = []
 
     def counting_collator(features):
         batch = collator(features)
-        counted["tokens"] += int(batch["attention_mask"].sum())
+        collated.append(int(batch["attention_mask"].sum()))
         return batch
+
+    clock = StepClock()
+
+    class StepTimer(TrainerCallback):
+        def on_train_begin(self, *_, **__):
+            clock.start()
+
+        def on_step_end(self, *_, **__):
+            clock.step_end()
 
     training_args = TrainingArguments(
         output_dir=str(Path(args.scratch) / ("grouped" if grouped else "default")),
@@ -161,30 +226,31 @@ def run_trainer(args, grouped: bool) -> dict:
         disable_tqdm=True,
     )
     trainer = Trainer(
-        model=model, args=training_args, train_dataset=dataset, data_collator=counting_collator
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        data_collator=counting_collator,
+        callbacks=[StepTimer()],
     )
-    started, cpu_started = time.perf_counter(), time.process_time()
     trainer.train()
-    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
-    result = {"tokens": counted["tokens"], "seconds": seconds, "cpu_seconds": cpu_seconds,
-              "steps": steps, "precision": args.precision[0]}  # fmt: skip
+    result = clock.result(collated) | {"steps": steps, "precision": args.precision[0],
+                                       "heap_kept": heap_kept}  # fmt: skip
     result["peak_rss_mb"] = _peak_rss_mb()
     if grouped:
         return result
     dev = _dataset(dev_windows)
     trainer.predict(dev)
-    counted["tokens"] = 0
+    collated.clear()
     started = time.perf_counter()
     for _ in range(args.eval_passes):
         trainer.predict(dev)
     eval_seconds = time.perf_counter() - started
-    return result | {"eval_tokens": counted["tokens"], "eval_seconds": eval_seconds}
+    return result | {"eval_tokens": sum(collated), "eval_seconds": eval_seconds}
 
 
 def _encoded_windows(args):
-    """Our loop's exact encoded train and dev windows, built without a `Trial`: a Trial also
-    sets up its process (its allocator, see trainables/model/memory.py), and the Trainer's process
-    must stay as a Trainer user's would be."""
+    """Our loop's exact encoded train and dev windows, built without a `Trial` (which would
+    also build our model and optimizer in the Trainer's process)."""
     from trainables.data.encoding import encode
     from trainables.data.sources import load_checked_splits
     from trainables.model.tagger import load_encoder
@@ -239,6 +305,11 @@ def parent(args) -> None:
     """Rounds of all variants in turn; medians over rounds. One run of a variant on a shared
     2-core VM varies by about 10% from the next, more than the differences being measured."""
     print(machine_line(" and ".join(args.precision) + " (each variant in each)"), flush=True)
+    print(
+        "timed: each loop's optimizer steps from the end of step 1 to the end of the last "
+        "(batch preparation included), the first step apart; set-up in neither",
+        flush=True,
+    )
     variants = [(loop, precision) for precision in args.precision for loop in LOOPS]
     rounds: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
     for number in range(1, args.repeats + 1):
@@ -248,11 +319,12 @@ def parent(args) -> None:
         print(f"round {number}/{args.repeats}: train tokens/s  {line}", flush=True)
     first = {v: r[0] for v, r in rounds.items()}
     steps = "/".join(sorted({str(r["steps"]) for r in first.values()}))
-    print(f"\ntrain throughput, MiniLM on WNUT-16, batch {args.batch_size}, {steps} steps, "
-          f"{args.threads} threads (real tokens, padding excluded); "
+    print(f"\ntrain throughput, MiniLM on WNUT-16, batch {args.batch_size}, {steps} steps "
+          f"(the first timed apart), {args.threads} threads (real tokens, padding excluded); "
           f"median of {args.repeats} rounds")  # fmt: skip
     print(f"{'variant':<18}{'precision':>10}{'tokens':>8}{'tokens/s':>10}{'min-max':>12}"
-          f"{'busy':>7}{'per CPU-s':>11}{'peak RSS MB':>13}{'eval tokens/s':>15}")  # fmt: skip
+          f"{'busy':>7}{'per CPU-s':>11}{'first step s':>14}{'peak RSS MB':>13}"
+          f"{'eval tokens/s':>15}")  # fmt: skip
     median = {v: statistics.median(r["tps"] for r in rounds[v]) for v in variants}
     for (loop, precision), runs in rounds.items():
         spread = f"{min(r['tps'] for r in runs):.0f}-{max(r['tps'] for r in runs):.0f}"
@@ -260,9 +332,11 @@ def parent(args) -> None:
         got, per_cpu = min(r["busy"] for r in runs), statistics.median(r["cpu_tps"] for r in runs)
         evaluated = (f"{statistics.median(r['eval_tps'] for r in runs):.0f}"
                      if loop in EVALUATED else "-")  # fmt: skip
+        warm_up = statistics.median(r["first_step_seconds"] for r in runs)
         print(f"{loop:<18}{precision:>10}{first[(loop, precision)]['tokens']:>8}"
               f"{median[(loop, precision)]:>10.0f}{spread:>12}{got:>7.0%}{per_cpu:>11.0f}"
-              f"{rss:>13.0f}{evaluated:>15}")  # fmt: skip
+              f"{warm_up:>14.3f}{rss:>13.0f}{evaluated:>15}")  # fmt: skip
+    print(allocator_line(rounds))
     for precision in args.precision:
         print_ratios(args, rounds, median, precision)
     if set(args.precision) >= {"fp32", "bf16"}:
@@ -274,6 +348,18 @@ def parent(args) -> None:
             f"warning: a run got only {quiet:.0%} of its cores' time: the machine was busy; "
             "rerun on a quiet machine before quoting these numbers"
         )
+
+
+def allocator_line(rounds: dict) -> str:
+    """Whether freed heap was kept for reuse, which every variant asks for alike."""
+    kept = {run["heap_kept"] for runs in rounds.values() for run in runs}
+    if kept == {True}:
+        said = "yes, in every variant"
+    elif kept == {False}:
+        said = "no, in any variant (not glibc)"
+    else:
+        said = "in some runs only: the comparison is unequal"
+    return f"allocator: freed heap kept for reuse (trainables/model/memory.py): {said}"
 
 
 # P1: ours against the Trainer with length grouping (its faster setting), same precision
@@ -308,12 +394,20 @@ def default_precisions() -> list[str]:
     return ["bf16", "fp32"] if host_has_native_bf16() else ["fp32"]
 
 
+def _steps_option(text: str) -> int:
+    steps = int(text)
+    if steps == 1 or steps < 0:
+        raise argparse.ArgumentTypeError("0 (one epoch) or at least 2: the first is timed apart")
+    return steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--variant", choices=LOOPS)
     parser.add_argument("--precision", nargs="+", choices=("bf16", "fp32"),
                         help="default: bf16 and fp32 where bf16 is native, else fp32")  # fmt: skip
-    parser.add_argument("--steps", type=int, default=0, help="0: one full epoch")
+    steps_help = "0: one full epoch; else at least 2 (the first timed apart)"
+    parser.add_argument("--steps", type=_steps_option, default=0, help=steps_help)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--eval-passes", type=int, default=3, help="timed dev evaluations")

@@ -249,6 +249,7 @@ def _check_local_resources(args: argparse.Namespace, spec: StudySpec) -> None:
     if args.address:
         return
     have = local_resources(args.num_cpus)
+    _check_local_cuda(args, spec, have)
     key = too_large(spec.resources, have) if have is not None else None
     if key is None:
         return
@@ -259,6 +260,33 @@ def _check_local_resources(args: argparse.Namespace, spec: StudySpec) -> None:
                f"{source}), so none could ever start; at most {count:g}, or join a cluster "
                "with --address")  # fmt: skip
     raise UserInputError(study_error(spec, args.overrides, ("resources", key), allowed))
+
+
+def cuda_field(spec: StudySpec) -> tuple[str, ...] | None:
+    """Where the study file asks its trials to train on CUDA (`device: cuda` under `fixed`,
+    or among a grid factor's values), or None. `resources.gpu` above 0 also puts trials on
+    CUDA (study/plan.py); that request is checked as a resource."""
+    if spec.fixed.get("device") == "cuda":
+        return ("fixed", "device")
+    if "cuda" in spec.grid.get("device", ()):
+        return ("grid", "device")
+    return None
+
+
+def _check_local_cuda(
+    args: argparse.Namespace, spec: StudySpec, have: dict[str, float] | None
+) -> None:
+    """`device: cuda` in a local study on a machine whose Ray finds no GPU: every trial would
+    fail on its first line, after Ray started and the runs were opened, so it is refused
+    here, before anything is written. Ray's count is the one the driver has without
+    importing torch (study/execution/runtime.py `local_resources`)."""
+    path = cuda_field(spec)
+    if path is None or have is None or have["gpu"] > 0:
+        return
+    allowed = ("device cuda trains on a GPU, and the local Ray finds none on this machine, "
+               "where a local study's trials run; device auto or cpu here, or --address to "
+               "join a cluster that has GPUs")  # fmt: skip
+    raise UserInputError(study_error(spec, args.overrides, path, allowed))
 
 
 def _checked_data(spec: StudySpec, planning: bool = False) -> str:

@@ -318,14 +318,29 @@ CASES: dict[str, Case] = {
         "has (",
         resources__gpu=1000,
     ),
+    "device cuda without a GPU": _edit_case(
+        "fixed.device: 'cuda' is not allowed: device cuda trains on a GPU, and the local Ray "
+        "finds none on this machine",
+        fixed__device="cuda",
+    ),
+    "device cuda among a grid factor's values without a GPU": _edit_case(
+        "grid.device: ['cpu', 'cuda'] is not allowed: device cuda trains on a GPU",
+        grid__device=["cpu", "cuda"],
+    ),
     "bf16 on a CPU without it": _edit_case(
         "precision=bf16 needs a CPU with native bf16 (AVX-512 BF16 or AMX), and this machine's "
         "CPU, where the trials of a local study run, has neither",
         fixed__precision="bf16",
     ),
 }
-# The CPU a case stands in for (trainables/settings/precision.py's forced answer)
-CASE_ENV = {"bf16 on a CPU without it": {FORCE_ENV: "0"}}
+# The machine a case stands in for: a CPU without native bf16 (trainables/settings/precision.py's
+# forced answer), or no GPU (Ray, as torch, then finds none, also on a machine that has one)
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
+CASE_ENV = {
+    "bf16 on a CPU without it": {FORCE_ENV: "0"},
+    "device cuda without a GPU": NO_GPU,
+    "device cuda among a grid factor's values without a GPU": NO_GPU,
+}
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,16 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda was asked for, but torch sees no CUDA device here")
+        raise ConfigError(f"device=cuda was asked for, but {no_cuda_reason()}; device auto or cpu")
     return torch.device(name)
+
+
+def no_cuda_reason() -> str:
+    """Which of the two a user must fix: a torch built without CUDA (docs/install.md), or a
+    machine (or CUDA_VISIBLE_DEVICES) that shows it no GPU."""
+    if torch.version.cuda is None:
+        return f"this torch ({torch.__version__}) is built without CUDA (docs/install.md)"
+    return "torch sees no CUDA device here"
 
 
 def cpu_has_native_bf16() -> bool:

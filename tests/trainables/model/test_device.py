@@ -24,6 +24,26 @@ def test_auto_is_the_gpu_only_when_torch_sees_one(monkeypatch):
     assert resolve_device("cuda") == torch.device("cuda")
 
 
+@pytest.mark.parametrize("build", ["2.13.0+cpu", "2.13.0+cu128"])
+def test_device_cuda_without_cuda_is_one_line_and_exit_2(build, monkeypatch, capsys, tmp_path):
+    """`python -m trainables --set device=cuda` where torch finds no CUDA: its opening line, then
+    one `error:` line that says why (a CPU-only torch, or no device), exit 2; refused before any
+    data is read (the files named do not exist)."""
+    import trainables.__main__ as trial_cli
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch, "__version__", build)
+    monkeypatch.setattr(torch.version, "cuda", None if build.endswith("+cpu") else "12.8")
+    missing = tmp_path / "no-such-file.txt"
+    data = "{" + ", ".join(f"{split}: {missing}" for split in ("train", "dev", "test")) + "}"
+    code = trial_cli.main(["--set", "device=cuda", "--set", f"data={data}"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2
+    why = ("this torch (2.13.0+cpu) is built without CUDA (docs/install.md)"
+           if build.endswith("+cpu") else "torch sees no CUDA device here")  # fmt: skip
+    assert errors == [f"error: device=cuda was asked for, but {why}; device auto or cpu"]
+
+
 def test_bf16_autocasts_on_the_device_it_runs_on():
     with warnings.catch_warnings():  # a CPU-only torch says it will not enable CUDA autocast
         warnings.simplefilter("ignore", UserWarning)

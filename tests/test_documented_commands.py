@@ -345,7 +345,7 @@ BENCHES = [
     "trainable", "cpu_utilisation", "gradient_clipping", "dropout_masks", "bf16_matmul_modes",
     "onednn_isa_cap", "eval_batches", "concurrency", "study_overhead", "dynamics_overhead",
     "fingerprint_overhead", "layer_report", "scale", "kill_soak", "search_efficiency",
-    "search_noise", "trial_startup",
+    "search_noise", "trial_startup", "gpu_check",
 ]  # fmt: skip
 for _name in BENCHES:
     WAYS[f"./with-venv python bench/{_name}.py"] = bench_help(f"python bench/{_name}.py")

@@ -27,10 +27,33 @@ REPO = Path(__file__).resolve().parent.parent
 
 def write_study(folder: Path, model: str, corpus: dict[str, str], **overrides: Any) -> Path:
     """A 2-arm study on the tiny model: explore 2 samples x 2 seeds with ASHA, confirm 2 seeds."""
+    return _write_two_arm_study(folder, {"model": model, "data": dict(corpus)}, overrides)
+
+
+# write_study's study on the synthetic trainable, for tests of the driver (confirm rounds, seed
+# reuse, data seeds) that read nothing of a model: 3 blocks give the same arms (depth=3 and
+# depth=2), lr 3e-3 is its optimum and 1e-6 three decades below it (so explore's choice and
+# ASHA's stop are the tiny model's), never diverging; a trial is 6 steps an epoch of 0.05 s
+# each, and its worker skips the seconds of torch and transformers imports a tiny trial pays.
+TWIN_SURFACE = {
+    "layers": 3,
+    "best_lr": 3.0e-3,
+    "diverge_above": None,
+    "steps_per_epoch": 6,
+    "step_s": 0.05,
+}
+
+
+def write_synthetic_twin(folder: Path, **overrides: Any) -> Path:
+    """write_study's study (the same arms, search, metric, phases and seeds) on the synthetic
+    trainable's TWIN_SURFACE instead of the tiny model and corpus."""
+    return _write_two_arm_study(folder, {"trainable": {"synthetic": TWIN_SURFACE}}, overrides)
+
+
+def _write_two_arm_study(folder: Path, source: dict[str, Any], overrides: dict[str, Any]) -> Path:
     study = {
         "description": "test study",
-        "model": model,
-        "data": dict(corpus),
+        **source,
         "grid": {"depth": ["full", "full-1"]},
         # Each arm draws 3e-3 first, then 1e-6 (no arm runs one sample twice), so its second
         # sample is clearly worse at the first rung and ASHA must stop it.

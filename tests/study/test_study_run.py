@@ -1,4 +1,5 @@
-"""Whole studies on a real Ray runtime and a real MLflow sqlite store, with the tiny model."""
+"""Whole studies on a real Ray runtime and a real MLflow sqlite store, with the tiny model (the
+driver's bookkeeping that reads nothing of a model, on its synthetic twin)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from tests.study_helpers import (
     study_command,
     tracking_uri,
     write_study,
+    write_synthetic_twin,
 )
 from trainables.settings.precision import host_has_native_bf16
 
@@ -306,10 +308,11 @@ def test_confirm_rounds_add_seeds_and_survive_a_sigkill(tmp_path, tiny_model, ti
     assert "seeds after each look [2, 4]" in report and "## Verdicts (primary metric)" in report
 
 
-def test_reused_explore_seeds_run_once_and_the_report_says_so(tmp_path, tiny_model, tiny_corpus):
+def test_reused_explore_seeds_run_once_and_the_report_says_so(tmp_path):
+    """The driver's seed bookkeeping, on the synthetic twin of the tiny study."""
     phases = {"explore": {"samples": 2, "seeds": 2},
               "confirm": {"select": "best", "seeds": 3, "reuse_explore_seeds": True}}  # fmt: skip
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases)
+    study = write_synthetic_twin(tmp_path, phases=phases)
     done = run_study(study, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     trials = runs_by_kind(tmp_path)["trial"]
@@ -324,15 +327,15 @@ def test_reused_explore_seeds_run_once_and_the_report_says_so(tmp_path, tiny_mod
     assert all(",3," in row for row in arms[1:])  # n_seeds: 2 reused + 1 run
 
 
-def test_data_seeds_cross_every_confirm_seed_and_split_the_variance(
-    tmp_path, tiny_model, tiny_corpus
-):
+def test_data_seeds_cross_every_confirm_seed_and_split_the_variance(tmp_path):
+    """The driver's and the report's handling of data seeds, on the synthetic twin (whose
+    draws depend on the data seed as a trial's data order does)."""
     phases = {"explore": {"samples": 2, "seeds": 2},
               "confirm": {"select": "best", "seeds": 2, "data_seeds": 2}}  # fmt: skip
     analysis = {"primary": "dev_loss", "margin": 0.01}
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases, analysis=analysis,
-                        fixed={"epochs": 2, "batch_size": 16, "max_length": 32,
-                               "data_fraction": 0.5})  # fmt: skip
+    study = write_synthetic_twin(tmp_path, phases=phases, analysis=analysis,
+                                 fixed={"epochs": 2, "batch_size": 16, "max_length": 32,
+                                        "data_fraction": 0.5})  # fmt: skip
     done = run_study(study, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     confirm = [r for r in runs_by_kind(tmp_path)["trial"] if r.data.tags["phase"] == "confirm"]
@@ -350,13 +353,14 @@ def test_data_seeds_cross_every_confirm_seed_and_split_the_variance(
     assert comparisons and {row["seeds"] for row in comparisons} == {"2 3"}
 
 
-def test_confirm_rounds_stop_once_every_comparison_is_decided(tmp_path, tiny_model, tiny_corpus):
+def test_confirm_rounds_stop_once_every_comparison_is_decided(tmp_path):
     """A margin far wider than the arms' difference: equivalence is shown at the first look,
-    so the second round never runs and the report gives the verdict of that look."""
+    so the second round never runs and the report gives the verdict of that look (the
+    driver's sequential rule, on the synthetic twin of the tiny study)."""
     confirm = {"select": "best", "seeds": 2, "max_seeds": 4, "step": 2}
     phases = {"explore": {"samples": 2, "seeds": 2}, "confirm": confirm}
     analysis = {"primary": "dev_loss", "margin": 10.0}
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases, analysis=analysis)
+    study = write_synthetic_twin(tmp_path, phases=phases, analysis=analysis)
     done = run_study(study, tmp_path, "--verbose")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "after 2 units: equivalent" in done.stderr

@@ -253,11 +253,19 @@ def child_command(args: argparse.Namespace, part: str, config: Path) -> list[str
             str(config), "--seconds", str(args.seconds)]  # fmt: skip
 
 
-def _result(process: subprocess.Popen, what: str) -> dict:
-    out, err = process.communicate()
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+def _start(command: list[str], log: Path) -> subprocess.Popen:
+    """A trial's process, its output to a file (a pipe nobody reads while the others warm up
+    could fill and stop it)."""
+    with log.open("w") as sink:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
+
+
+def _result(process: subprocess.Popen, log: Path, what: str) -> dict:
+    process.wait()
+    text = log.read_text(errors="replace")
+    lines = [line for line in text.splitlines() if line.startswith("RESULT ")]
     if process.returncode or not lines:
-        sys.exit(f"gpu_check: {what} failed (exit {process.returncode}):\n{err[-3000:]}")
+        sys.exit(f"gpu_check: {what} failed (exit {process.returncode}; {log}):\n{text[-3000:]}")
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
@@ -268,12 +276,11 @@ def share_round(args: argparse.Namespace, k: int, config: Path, scratch: Path) -
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     go = folder / "go"
-    processes = []
+    processes, logs = [], [folder / f"trial-{i}.log" for i in range(k)]
     for i in range(k):
         command = child_command(args, "steps", config) + [
             "--ready", str(folder / f"ready-{i}"), "--go", str(go)]  # fmt: skip
-        processes.append(subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))  # fmt: skip
+        processes.append(_start(command, logs[i]))
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not all((folder / f"ready-{i}").exists() for i in range(k)):
@@ -282,7 +289,8 @@ def share_round(args: argparse.Namespace, k: int, config: Path, scratch: Path) -
                 break
             time.sleep(0.05)
         go.touch()
-        return [_result(p, f"a trial of {k} at once") for p in processes]
+        what = f"a trial of {k} at once"
+        return [_result(p, log, what) for p, log in zip(processes, logs, strict=True)]
     finally:  # interrupted or failed: end the trials this script started
         for process in processes:
             if process.poll() is None:
@@ -361,10 +369,9 @@ def parent(args: argparse.Namespace) -> None:
           f", lr {config['lr']:g}, seed {config['seed']}, device {config['device']}, "
           f"precision {config['precision']}, {args.threads} CPU threads")  # fmt: skip
     if "trial" not in args.skip:
-        command = child_command(args, "trial", config_path)
-        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)  # fmt: skip
-        print_trial(_result(process, "the whole trial"))
+        log = scratch / "trial.log"
+        process = _start(child_command(args, "trial", config_path), log)
+        print_trial(_result(process, log, "the whole trial"))
     rounds = {}
     for k in args.share if "share" not in args.skip else [1]:
         rounds[k] = share_round(args, k, config_path, scratch)

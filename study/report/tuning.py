@@ -24,19 +24,9 @@ from study.report.validity import (
 )
 from study.spec import DEFAULT_SAMPLER, RANDOM_DRAW, START_FROM
 from study.tracking.reading import StudyRecord
+from trainables.settings import TUNABLE
 
 EDGE_SHARE = 0.1  # a chosen value in the outer 10% of its range (log scale for a log range)
-# Optimisation settings whose value favours some arms over others when it is not tuned per arm.
-TUNABLE = (
-    "lr",
-    "head_lr",
-    "batch_size",
-    "warmup_ratio",
-    "weight_decay",
-    "dropout",
-    "max_grad_norm",
-    "schedule",
-)
 
 
 def edge_flag(chosen: Any, sampled: Sequence[Any], dist: Mapping[str, Any]) -> str:
@@ -86,7 +76,9 @@ def _is_number(value: Any) -> bool:
 
 def settings(record: StudyRecord) -> list[str]:
     """The settings whose tuning is compared: every searched one and every fixed optimisation
-    setting; the learning rate always, even when the trial default was left in place."""
+    setting (the trial settings marked `tunable`, whose value favours some arms over others
+    when it is not tuned per arm); the learning rate always, even when the trial default was
+    left in place."""
     fixed = record.plan.get("fixed") or {}
     names = [*record.searched, *(n for n in TUNABLE if n in fixed)]
     return list(dict.fromkeys(names)) or ["lr"]

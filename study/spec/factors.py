@@ -21,10 +21,11 @@ from trainables.settings import (
     FIXED_ONLY,
     INTERMEDIATE,
     LAYER_FIELDS,
-    RELATIVE_DEPTH,
     BudgetError,
+    DepthError,
     TrialConfig,
     budget_shape,
+    depth_cut,
     normalized,
 )
 from trainables.yaml_reading import bool_word
@@ -136,11 +137,11 @@ def _resolve_depth(doc: Doc, path: FieldPath, value: Any, shape: Shape) -> int |
         allowed = f"{_has_layers(layers)}; use 1..{layers}, {DEPTH_FORMS}"
     else:
         allowed = f"use a block count >= 1, {DEPTH_FORMS} (N >= 1)"
-    match = RELATIVE_DEPTH.fullmatch(value.strip()) if isinstance(value, str) else None
-    if match:
-        cut = int(match.group(1) or 0)
-        if match.group(1) is not None and cut < 1:
-            raise doc.bad(path, value, allowed)
+    if isinstance(value, str):
+        try:
+            cut = depth_cut(value)
+        except DepthError:
+            raise doc.bad(path, value, allowed) from None
         if not layers:
             return f"full-{cut}" if cut else "full"
         if layers - cut < 1:
@@ -234,12 +235,12 @@ def _each_head(doc: Doc, path: FieldPath, value: dict, shape: Shape) -> list:
 
 
 def compare_baseline(doc: Doc, grid: dict[str, tuple], shape: Shape) -> dict | None:
-    """`compare: {baseline: {reinit_from: 6}}`: the report compares every arm with the
+    """`compare: {baseline: {depth: full}}`: the report compares every arm with the
     baseline arm that equals it in the other factors, instead of all one-factor pairs."""
     value = doc.data.get("compare")
     if value is None:
         return None
-    doc.mapping(("compare",), value, "a mapping like {baseline: {reinit_from: 6}}")
+    doc.mapping(("compare",), value, "a mapping like {baseline: {depth: full}}")
     doc.check_keys(("compare",), value, tuple(COMPARE_KEYS), "compare")
     baseline = value.get("baseline")
     path = ("compare", "baseline")

@@ -18,7 +18,7 @@ def arm_pairs(
 ) -> list[tuple[int, int, str]]:
     """(a, b, factor) for every pair of arms that differ in exactly one factor; A holds the
     value listed later in the grid, so `diff` reads 'later minus earlier' (depth full-1 minus
-    full). With a baseline (e.g. {reinit_from: 6}), each other arm is compared only with the
+    full). With a baseline (e.g. {depth: full}), each other arm is compared only with the
     baseline arm that equals it in every other factor."""
     if baseline is not None:
         return _baseline_pairs(factors, baseline)

@@ -18,8 +18,9 @@ from torch import nn
 from trainables.errors import ModelError
 from trainables.settings.layouts import (  # noqa: F401 - SUPPORTED_MODEL_TYPES re-exported
     DEPTH_FORMS,
-    RELATIVE_DEPTH,
     SUPPORTED_MODEL_TYPES,
+    DepthError,
+    blocks_kept,
     layout_of,
 )
 
@@ -99,17 +100,6 @@ def attention_parts(
     return q, k, v, out
 
 
-def resolve_depth(depth: int | str, total: int) -> int:
-    """`full` is every block, `full-N` all but the top N: a study can say "remove the last
-    block" without knowing the model's layer count on the machine that plans it."""
-    if isinstance(depth, str):
-        match = RELATIVE_DEPTH.fullmatch(depth.strip())
-        if match is None:
-            raise ModelError(f"depth {depth!r} must be a number, {DEPTH_FORMS}")
-        return total - int(match.group(1) or 0)
-    return depth
-
-
 def truncate(model: nn.Module, depth: int | str) -> None:
     """Keep the first `depth` blocks in place, so the top hidden state is the full model's layer
     `depth` output; the config's layer count follows so a saved model reloads with that depth.
@@ -121,7 +111,10 @@ def truncate(model: nn.Module, depth: int | str) -> None:
     normalised features at every depth, as it does at full depth.
     """
     total = num_blocks(model)
-    depth = resolve_depth(depth, total)
+    try:  # `full` is every block, `full-N` all but the top N (trainables/settings/layouts.py)
+        depth = blocks_kept(depth, total)
+    except DepthError:
+        raise ModelError(f"depth {depth!r} must be a number, {DEPTH_FORMS}") from None
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= total:
         raise ModelError(
             f"depth {depth!r} is outside 1..{total} for this {total}-layer "

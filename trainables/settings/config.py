@@ -17,7 +17,14 @@ from trainables.errors import ConfigError
 from trainables.settings.budget import Budget, parse_budget
 from trainables.settings.precision import AUTO, PRECISIONS
 from trainables.settings.sizes import parse_size
-from trainables.settings.stage_config import Stage, check_stages
+from trainables.settings.stage_config import (
+    STAGE_OWN_KEYS,
+    STAGE_OWNS,
+    STAGE_SETS,
+    Stage,
+    StageRules,
+    check_stages,
+)
 from trainables.settings.surface import SYNTHETIC, TAGGER, surface_of
 from trainables.yaml_reading import bool_word
 
@@ -33,10 +40,16 @@ MAX_SEED = 2**63 - 1
 NUMBER, INTEGER, BOOLEAN = "number", "integer", "boolean"
 # a field's traits, the keys of its metadata (`setting`)
 HELP, YAML = "help", "yaml"
+BOUND = "bound"  # the least value, as the check and the docs say it: `> 0`, `>= 1`
+MODEL = "model"  # the model is built from it: a field of `Architecture`
+TUNABLE_TRAIT = "tunable"  # an optimisation setting that favours some arms when not tuned
 LAYER = "layer"  # its valid range depends on how many blocks the (truncated) encoder has
 FIXED_ONLY_WHY = "fixed_only"  # one value per study, under `fixed` only: why
 NOT_IN_A_STAGE_WHY = "not_in_a_stage"  # an intermediate stage cannot set it: why
+IN_A_STAGE = "in_a_stage"  # an intermediate stage may set it: STAGE_SETS or STAGE_OWNS
+STAGE_RUNS_TRAIT = "stage_runs"  # the value every intermediate stage trains with
 DRAWS = "draws"  # the synthetic surface draws a trial's own noise from it
+_SHARED = object()  # `stage_runs` unset: a stage trains with the trial's value
 # why an intermediate stage cannot set a setting (trainables/settings/stage_config.py)
 _TARGET_ONLY = (
     "applies to the target stage only (an intermediate stage fine-tunes the whole encoder)"
@@ -51,32 +64,30 @@ def setting(
     yaml: str,
     help: str,
     *,
+    bound: str | None = None,
+    model: bool = False,
+    tunable: bool = False,
     layer: bool = False,
     fixed_only: str | None = None,
     not_in_a_stage: str | None = None,
+    in_a_stage: str | None = None,
+    stage_runs: Any = _SHARED,
     draws: bool = False,
 ) -> Any:
     """A `TrialConfig` field and its traits, so each is written once, next to the field (a
-    list or mapping default is copied for each config)."""
-    metadata = {HELP: help, YAML: yaml, LAYER: layer, DRAWS: draws,
-                FIXED_ONLY_WHY: fixed_only, NOT_IN_A_STAGE_WHY: not_in_a_stage}  # fmt: skip
+    list or mapping default is copied for each config). `bound` is the least value (`> 0`,
+    `>= 1`; null passes where it is the default); `model`: `build_tagger` builds the model
+    from it; `tunable`: the report's tuning-parity table shows it when a study fixes it;
+    `in_a_stage`: an intermediate stage may set it (`STAGE_SETS`: the trial's value where the
+    stage leaves it out; `STAGE_OWNS`: the stage's own, none where left out); `stage_runs`:
+    the value every stage trains with, whatever the trial's."""
+    metadata = {HELP: help, YAML: yaml, BOUND: bound, MODEL: model, TUNABLE_TRAIT: tunable,
+                LAYER: layer, DRAWS: draws, FIXED_ONLY_WHY: fixed_only,
+                NOT_IN_A_STAGE_WHY: not_in_a_stage, IN_A_STAGE: in_a_stage,
+                STAGE_RUNS_TRAIT: stage_runs}  # fmt: skip
     if isinstance(default, list | dict):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
     return field(default=default, metadata=metadata)
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """The settings the model is built from (trainables/model/tagger.py `build_tagger`);
-    each is a `TrialConfig` field of the same name, and `TrialConfig.architecture` fills them."""
-
-    depth: int | str | None
-    reinit_from: int | None
-    reinit_heads: tuple[tuple[int, int], ...]
-    reinit_std: float
-    freeze: str | int | None
-    probe: bool
-    dropout: float
 
 
 @dataclass
@@ -105,6 +116,7 @@ class TrialConfig:
         None,
         "integer, `full` or `full-N`",
         "keep the first blocks: n, `full` or `full-N`; null keeps all",
+        model=True,
         not_in_a_stage=_BEFORE_FIRST,
         draws=True,
     )
@@ -112,38 +124,49 @@ class TrialConfig:
         None,
         "block index",
         "re-initialise blocks >= k; null leaves all pretrained",
+        model=True,
         layer=True,
         not_in_a_stage=_BEFORE_FIRST,
+        stage_runs=None,
         draws=True,
     )
     reinit_heads: list[list[int]] = setting(
         [],
         "list of [layer, head]",
         "attention heads to re-initialise, as [[layer, head], ...]",
+        model=True,
         layer=True,
         not_in_a_stage=_BEFORE_FIRST,
+        stage_runs=[],
         draws=True,
     )
     reinit_std: float = setting(
         0.02,
         NUMBER,
         "standard deviation of re-initialised weights",
+        model=True,
         not_in_a_stage=_BEFORE_FIRST,
     )
     freeze: str | int | None = setting(
         None,
         "`embeddings` or integer",
         "`embeddings`, or n: the embeddings and the first n blocks are not trained",
+        model=True,
         layer=True,
         not_in_a_stage=_TARGET_ONLY,
+        stage_runs=None,
     )
     probe: bool = setting(
         False,
         BOOLEAN,
         "freeze the whole encoder and train only the head",
+        model=True,
         not_in_a_stage=_TARGET_ONLY,
+        stage_runs=False,
     )
-    dropout: float = setting(0.1, NUMBER, "dropout of the encoder and the head")
+    dropout: float = setting(
+        0.1, NUMBER, "dropout of the encoder and the head", model=True, tunable=True
+    )
     # stages trained before the target (trainables/training/stages.py); [] trains the target
     # from the pretrained encoder
     intermediate: list[dict[str, Any]] = setting(
@@ -153,23 +176,62 @@ class TrialConfig:
         "head (trainables/settings/stage_config.py); [] trains the target from the pretrained "
         "encoder",
         not_in_a_stage="stages do not nest: list every stage in the trial's own list",
+        stage_runs=[],
     )
     # optimisation
-    lr: float = setting(5e-5, NUMBER, "peak learning rate of the encoder", draws=True)
-    head_lr: float | None = setting(None, NUMBER, "peak learning rate of the head; null: `lr`")
-    epochs: int = setting(3, INTEGER, "epochs to train when there is no `budget`", draws=True)
-    max_steps: int | None = setting(None, INTEGER, "cap on optimizer steps, for smoke runs")
+    lr: float = setting(
+        5e-5,
+        NUMBER,
+        "peak learning rate of the encoder",
+        bound="> 0",
+        tunable=True,
+        in_a_stage=STAGE_SETS,
+        draws=True,
+    )
+    head_lr: float | None = setting(
+        None,
+        NUMBER,
+        "peak learning rate of the head; null: `lr`",
+        bound="> 0",
+        tunable=True,
+        in_a_stage=STAGE_SETS,
+    )
+    epochs: int = setting(
+        3,
+        INTEGER,
+        "epochs to train when there is no `budget`",
+        bound=">= 1",
+        in_a_stage=STAGE_SETS,
+        draws=True,
+    )
+    max_steps: int | None = setting(
+        None, INTEGER, "cap on optimizer steps, for smoke runs", bound=">= 1", in_a_stage=STAGE_SETS
+    )
     budget: dict[str, Any] | None = setting(
         None,
         "mapping",
         "how long to train instead of `epochs`: `{steps: N}` or "
         "`{until_plateau: {patience, min_delta, max_epochs}}` (trainables/settings/budget.py)",
+        in_a_stage=STAGE_OWNS,
     )
-    batch_size: int = setting(16, INTEGER, "sentence windows per optimizer step")
-    warmup_ratio: float = setting(0.1, NUMBER, "share of the steps the learning rate warms up")
-    weight_decay: float = setting(0.01, NUMBER, "AdamW weight decay (not on biases and norms)")
-    schedule: str = setting("linear", f"one of {', '.join(SCHEDULES)}", "learning-rate decay")
-    max_grad_norm: float = setting(1.0, NUMBER, "gradients are clipped to this norm")
+    batch_size: int = setting(
+        16,
+        INTEGER,
+        "sentence windows per optimizer step",
+        bound=">= 1",
+        tunable=True,
+        in_a_stage=STAGE_SETS,
+    )
+    warmup_ratio: float = setting(
+        0.1, NUMBER, "share of the steps the learning rate warms up", tunable=True
+    )
+    weight_decay: float = setting(
+        0.01, NUMBER, "AdamW weight decay (not on biases and norms)", bound=">= 0", tunable=True
+    )
+    schedule: str = setting(
+        "linear", f"one of {', '.join(SCHEDULES)}", "learning-rate decay", tunable=True
+    )
+    max_grad_norm: float = setting(1.0, NUMBER, "gradients are clipped to this norm", tunable=True)
     # data handling
     seed: int = setting(
         0,
@@ -185,15 +247,20 @@ class TrialConfig:
         NUMBER,
         "share of the training sentences used (nested across fractions)",
         not_in_a_stage="applies to the target's data only",
+        stage_runs=1.0,
         draws=True,
     )
     label_all_subwords: bool = setting(
         False, BOOLEAN, "train on every sub-word's label, not only the first"
     )
-    max_length: int = setting(128, INTEGER, "sub-words per window")
+    max_length: int = setting(128, INTEGER, "sub-words per window", bound=">= 8")
     # evaluation
     eval_every: int | None = setting(
-        None, INTEGER, "evaluate every n steps; null: at the end of each epoch"
+        None,
+        INTEGER,
+        "evaluate every n steps; null: at the end of each epoch",
+        bound=">= 1",
+        in_a_stage=STAGE_SETS,
     )
     eval_extra_each_time: bool = setting(
         False, BOOLEAN, "also score the extra evaluation sets at every evaluation"
@@ -214,13 +281,16 @@ class TrialConfig:
         "pretrained encoder (trainables/measures/dynamics.py): after the last step, at every "
         "evaluation, or off",
     )
-    dynamics_sentences: int = setting(64, INTEGER, "dev windows the dynamics are measured on")
+    dynamics_sentences: int = setting(
+        64, INTEGER, "dev windows the dynamics are measured on", bound=">= 1"
+    )
     fingerprint: bool = setting(
         True,
         BOOLEAN,
         "with dynamics on, keep the final encoder's layer fingerprint "
         "(trainables/measures/fingerprints) for comparing trials",
         fixed_only=_RECORDS,
+        stage_runs=False,  # only the final encoder's is compared with other trials'
     )
     fingerprint_max_bytes: int | float | str | None = setting(
         None,
@@ -238,7 +308,10 @@ class TrialConfig:
     )
     threads: int | None = setting(None, INTEGER, "CPU threads of torch and BLAS; null: all")
     fail_at_step: int | None = setting(
-        None, INTEGER, "raise at this step: fault injection for tests of the orchestration"
+        None,
+        INTEGER,
+        "raise at this step: fault injection for tests of the orchestration",
+        stage_runs=None,
     )
     trainable: str | dict[str, Any] = setting(
         TAGGER,
@@ -282,27 +355,23 @@ class TrialConfig:
         return dataclasses.asdict(self)
 
     def architecture(self) -> Architecture:
-        """What the model is built from: one value, not a keyword argument per setting."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(Architecture)}
-        values["reinit_heads"] = tuple(tuple(pair) for pair in self.reinit_heads)
-        return Architecture(**values)
+        """What the model is built from: one value, not a keyword argument per setting (its
+        lists made tuples, so two architectures compare and hash by value)."""
+        return Architecture(**{name: _frozen(getattr(self, name)) for name in MODEL_FIELDS})
 
     def stages(self) -> list[Stage]:
         """The checked intermediate stages; a StageError says where one is wrong."""
-        return check_stages(self.intermediate, self.field_names(), NOT_IN_A_STAGE)
+        return check_stages(self.intermediate, STAGE_RULES)
 
     def validate(self) -> None:
         surface_of(self.trainable)  # a ConfigError naming the option at fault
-        _check(self.lr > 0, "lr", self.lr, "a positive number")
-        _check(self.head_lr is None or self.head_lr > 0, "head_lr", self.head_lr, "positive")
-        _check(isinstance(self.epochs, int) and self.epochs >= 1, "epochs", self.epochs, ">= 1")
-        _check(self.max_steps is None or self.max_steps >= 1, "max_steps", self.max_steps, ">= 1")
-        _check(self.batch_size >= 1, "batch_size", self.batch_size, ">= 1")
+        for name, bound in BOUNDS.items():
+            value = getattr(self, name)
+            ok = (value is None and _OPTIONAL[name]) or within_bound(value, bound)
+            _check(ok, name, value, bound)
         _check(0 <= self.warmup_ratio < 1, "warmup_ratio", self.warmup_ratio, "in [0, 1)")
-        _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
         _check(self.schedule in SCHEDULES, "schedule", self.schedule, f"one of {SCHEDULES}")
         _check(0 < self.data_fraction <= 1, "data_fraction", self.data_fraction, "in (0, 1]")
-        _check(self.max_length >= 8, "max_length", self.max_length, ">= 8")
         seeds = f"an integer in 0..{MAX_SEED} (2**63 - 1)"
         _check(0 <= self.seed <= MAX_SEED, "seed", self.seed, seeds)
         _check(
@@ -311,14 +380,10 @@ class TrialConfig:
             self.data_seed,
             seeds,
         )
-        _check(
-            self.eval_every is None or self.eval_every >= 1, "eval_every", self.eval_every, ">=1"
-        )
         _check(self.device in DEVICES, "device", self.device, f"one of {DEVICES}")
         _check(
             self.dynamics in DYNAMICS_MODES, "dynamics", self.dynamics, f"one of {DYNAMICS_MODES}"
         )
-        _check(self.dynamics_sentences >= 1, "dynamics_sentences", self.dynamics_sentences, ">= 1")
         _check_fingerprint(self.fingerprint, self.fingerprint_max_bytes)
         _check(self.precision in PRECISIONS, "precision", self.precision, f"one of {PRECISIONS}")
         _check(0 <= self.dropout < 1, "dropout", self.dropout, "in [0, 1)")
@@ -374,18 +439,73 @@ def _traits(name: str) -> dict[str, Any]:
 
 HELP_LINES: dict[str, str] = _traits(HELP)
 YAML_TYPES: dict[str, str] = _traits(YAML)
+BOUNDS: dict[str, str] = _traits(BOUND)  # the least value: `> 0`, `>= 1`
 # settings whose valid range depends on how many blocks the (truncated) encoder has
 LAYER_FIELDS = tuple(_traits(LAYER))
 FIXED_ONLY: dict[str, str] = _traits(FIXED_ONLY_WHY)  # one value per study: why
 NOT_IN_A_STAGE: dict[str, str] = _traits(NOT_IN_A_STAGE_WHY)  # not in a stage: why
+IN_A_STAGE: dict[str, str] = _traits(IN_A_STAGE)  # a stage may set it: STAGE_SETS or _OWNS
+STAGE_RUNS: dict[str, Any] = {  # what every stage trains with instead of the trial's value
+    f.name: f.metadata[STAGE_RUNS_TRAIT]
+    for f in dataclasses.fields(TrialConfig)
+    if f.metadata[STAGE_RUNS_TRAIT] is not _SHARED
+}
 SURFACE_DRAWS = tuple(_traits(DRAWS))  # what the synthetic surface's own draws depend on
-MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(Architecture))
+MODEL_FIELDS = tuple(_traits(MODEL))  # what the model is built from
+TUNABLE = tuple(_traits(TUNABLE_TRAIT))  # optimisation settings the tuning table weighs
+# What the model is built from (trainables/model/tagger.py `build_tagger`): the fields marked
+# `model`, frozen; `TrialConfig.architecture` fills it
+Architecture = dataclasses.make_dataclass(
+    "Architecture",
+    [(f.name, f.type) for f in dataclasses.fields(TrialConfig) if f.name in MODEL_FIELDS],
+    frozen=True,
+    namespace={"__module__": __name__},
+)
 _NUMERIC_FIELDS: dict[str, type | tuple[type, ...]] = {
     **{name: (int, float) for name, kind in YAML_TYPES.items() if kind == NUMBER},
     **{name: int for name, kind in YAML_TYPES.items() if kind == INTEGER},
 }
 _OPTIONAL = {f.name: f.default is None for f in dataclasses.fields(TrialConfig)}
 _BOOL_FIELDS = tuple(name for name, kind in YAML_TYPES.items() if kind == BOOLEAN)
+
+
+def within_bound(value: Any, bound: str) -> bool:
+    """Whether a number meets a bound written `> 0` or `>= 1`."""
+    operator, _, least = bound.partition(" ")
+    return value > float(least) if operator == ">" else value >= float(least)
+
+
+def bound_words(name: str) -> str:
+    """What setting `name` takes, in the words of a stage key's description: `an integer >= 1`."""
+    kind = {NUMBER: "a number", INTEGER: "an integer", BOOLEAN: "true or false"}
+    words = kind.get(YAML_TYPES[name], f"a {YAML_TYPES[name]}")
+    return f"{words} {BOUNDS[name]}" if name in BOUNDS else words
+
+
+def _stage_value_wrong(name: str, value: Any) -> str | None:
+    """What a stage's value of setting `name` must be, where its type or bound refuses it."""
+    kind = {NUMBER: (int, float), INTEGER: int}.get(YAML_TYPES[name])
+    if kind is None:
+        return None
+    fits = isinstance(value, kind) and not isinstance(value, bool)
+    ok = fits and (name not in BOUNDS or within_bound(value, BOUNDS[name]))
+    return None if ok else bound_words(name)
+
+
+# What a stage may hold, and the keys docs/study-keys.md lists under `intermediate[]`: its own,
+# then each setting it may set, described by its field
+STAGE_RULES = StageRules(
+    IN_A_STAGE, NOT_IN_A_STAGE, tuple(TrialConfig.field_names()), _stage_value_wrong
+)
+STAGE_KEYS: dict[str, str] = {
+    **STAGE_OWN_KEYS,
+    **{n: f"{bound_words(n)}: {HELP_LINES[n]}; {rule}" for n, rule in IN_A_STAGE.items()},
+}
+
+
+def _frozen(value: Any) -> Any:
+    """Lists as tuples, all the way down."""
+    return tuple(_frozen(item) for item in value) if isinstance(value, list | tuple) else value
 
 
 def normalized(name: str, value: Any) -> Any:

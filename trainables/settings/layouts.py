@@ -14,8 +14,31 @@ from trainables.errors import ModelError
 
 # `full` is every block, `full-N` all but the top N: a study can say "remove the last block"
 # without knowing the model's layer count on the machine that plans it
-RELATIVE_DEPTH = re.compile(r"full(?:\s*-\s*(\d+))?")
+_RELATIVE_DEPTH = re.compile(r"full(?:\s*-\s*(\d+))?")
 DEPTH_FORMS = "'full' or 'full-N'"
+
+
+class DepthError(ValueError):
+    """A depth written in none of its forms; each reader words its own error."""
+
+
+def depth_cut(depth: str) -> int:
+    """How many top blocks a depth written `full` (0) or `full-N` (N >= 1) removes: the one
+    reading of those forms, for the study file, the synthetic surface and the surgery."""
+    match = _RELATIVE_DEPTH.fullmatch(depth.strip())
+    if match is None or (match.group(1) is not None and int(match.group(1)) < 1):
+        raise DepthError(depth)
+    return int(match.group(1) or 0)
+
+
+def blocks_kept(depth: int | str | None, total: int) -> int:
+    """The blocks `depth` keeps of an encoder with `total`: null and `full` all of them,
+    `full-N` all but the top N, a number that many (whether it fits is the caller's check)."""
+    if depth is None:
+        return total
+    if isinstance(depth, str):
+        return total - depth_cut(depth)
+    return depth
 
 
 @dataclass(frozen=True)

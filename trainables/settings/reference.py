@@ -17,12 +17,16 @@ from pathlib import Path
 
 from trainables.command_line import write_or_check
 from trainables.settings.config import (
+    BOUNDS,
     FIXED_ONLY,
     HELP_LINES,
+    IN_A_STAGE,
     LAYER_FIELDS,
     MODEL_FIELDS,
     NOT_IN_A_STAGE,
+    STAGE_RUNS,
     SURFACE_DRAWS,
+    TUNABLE,
     YAML_TYPES,
     TrialConfig,
 )
@@ -36,10 +40,14 @@ fields (trainables/settings/config.py); do not edit. A study sets them under `gr
 `fixed` (docs/study-files.md; `model`, `data`, `metric`, `trainable`, `seed` and `data_seed`
 have top-level keys instead), a trial's `--config` file or `--set` directly.
 
-Traits: **model**: the model is built from it (`TrialConfig.architecture()`); **layer**: its
-valid range depends on the (truncated) encoder's blocks, checked when the study is read;
-**fixed**: one value per study, under `fixed` only; **no stage**: an intermediate stage cannot
-set it; **draws**: the synthetic surface's own noise depends on it.
+Traits: **model**: the model is built from it (`TrialConfig.architecture()`); **tunable**: an
+optimisation setting that favours some arms when it is not tuned per arm, so the report's
+tuning-parity table shows it when a study fixes it; **layer**: its valid range depends on the
+(truncated) encoder's blocks, checked when the study is read; **fixed**: one value per study,
+under `fixed` only; **stage**: an intermediate stage may set it (the key under
+`intermediate[]`); **no stage**: an intermediate stage cannot set it; **each stage**: the value
+every intermediate stage trains with; **draws**: the synthetic surface's own noise depends on
+it. A bound after the YAML type is the least value the setting takes.
 """
 
 
@@ -52,9 +60,12 @@ def _traits(name: str) -> str:
     """The traits of setting `name`, with the reasons the checks give."""
     traits = [
         *(["model"] if name in MODEL_FIELDS else []),
+        *(["tunable"] if name in TUNABLE else []),
         *(["layer"] if name in LAYER_FIELDS else []),
         *([f"fixed ({FIXED_ONLY[name]})"] if name in FIXED_ONLY else []),
+        *([f"stage ({IN_A_STAGE[name]})"] if name in IN_A_STAGE else []),
         *([f"no stage ({NOT_IN_A_STAGE[name]})"] if name in NOT_IN_A_STAGE else []),
+        *([f"each stage `{json.dumps(STAGE_RUNS[name])}`"] if name in STAGE_RUNS else []),
         *(["draws"] if name in SURFACE_DRAWS else []),
     ]
     return "; ".join(traits)
@@ -72,7 +83,8 @@ def reference_markdown() -> str:
     ]
     for item in dataclasses.fields(TrialConfig):
         name = item.name
-        cells = (f"`{name}`", YAML_TYPES[name], _default(item), _traits(name), HELP_LINES[name])
+        kind = f"{YAML_TYPES[name]} {BOUNDS[name]}" if name in BOUNDS else YAML_TYPES[name]
+        cells = (f"`{name}`", kind, _default(item), _traits(name), HELP_LINES[name])
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return HEADER + "\n" + "\n".join(rows) + "\n"
 

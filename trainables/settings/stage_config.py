@@ -5,10 +5,14 @@ A trial's `intermediate` setting lists stages trained before the target, each a 
     intermediate:
       - name: spans                                # how arm ids, MLflow and the report call it
         data: {embedded: wnut16, untyped: true}    # any `data` form; its own label set
-        epochs: 1                                  # epochs, lr, head_lr, batch_size,
-                                                   # max_steps, eval_every: the trial's if unset
-        budget: {steps: 200}                       # its own budget (trainables/settings/budget.py);
-                                                   # not the trial's: none if unset
+        epochs: 1                                  # the trial settings marked `in_a_stage`:
+        budget: {steps: 200}                       # the trial's if unset (STAGE_SETS), or
+                                                   # none if unset (STAGE_OWNS: the budget)
+
+A stage's keys beyond `name` and `data` are the `TrialConfig` fields marked `in_a_stage`
+(trainables/settings/config.py), with their types, bounds and help lines, so a setting a stage
+may set is described once, on its field: config.py derives the `StageRules` this module checks
+a stage by, and the stage keys of docs/study-keys.md (`STAGE_KEYS` there).
 
 Layer surgery (depth, re-initialisation) applies once, before the first stage; freeze and probe
 apply to the target only; every other trial setting is shared by all stages. The trial setting
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,23 +34,16 @@ from trainables.errors import ConfigError, SettingError
 from trainables.settings.budget import BUDGET, BudgetError, parse_budget
 
 INTERMEDIATE = "intermediate"  # the trial setting and grid factor
-# A stage's keys, with what each takes and is for (docs/study-keys.md): a stage that leaves
-# one of the last seven out takes the trial's value.
-STAGE_KEYS = {
+# A stage's own keys, with what each takes and is for (docs/study-keys.md); the trial settings
+# it may set follow them, described by their fields
+STAGE_OWN_KEYS = {
     "name": "a word of letters, digits, _ . or - (default `stage<i>`): names the arm "
     "(`intermediate=spans`), the report's stage column and its metrics",
     "data": "any form `data` takes (required): the stage's corpus, with its own label set",
-    "epochs": "an integer >= 1: epochs the stage trains, when it has no budget",
-    "lr": "a number > 0: the stage's peak learning rate of the encoder",
-    "head_lr": "a number > 0: the stage's peak learning rate of its head",
-    "batch_size": "an integer >= 1: sentence windows per optimizer step",
-    "max_steps": "an integer >= 1: cap on the stage's optimizer steps",
-    "eval_every": "an integer >= 1: evaluate the stage's dev set every n steps",
-    BUDGET: "a budget (below): the stage's own; without one it trains its `epochs`, never "
-    "the target's budget",
 }
-_INTEGER_KEYS = ("epochs", "batch_size", "max_steps", "eval_every")
-_NUMBER_KEYS = ("lr", "head_lr")
+# what a stage that leaves out a setting it may set trains with: the trial's value, or none
+STAGE_SETS = "the trial's value where the stage leaves it out"
+STAGE_OWNS = "the stage's own: none where the stage leaves it out, never the trial's"
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 EXAMPLE = "{name: spans, data: {embedded: wnut16, untyped: true}, epochs: 1}"
 
@@ -69,18 +66,32 @@ class StageError(SettingError):
 
 
 @dataclass(frozen=True)
+class StageRules:
+    """What the trial's fields say about a stage (derived from them in
+    trainables/settings/config.py): the settings it may set (`STAGE_SETS` or `STAGE_OWNS`),
+    those it may not and why, every trial setting's name, and `wrong`: what a setting's value
+    must be, in words, where it is not (None where it fits)."""
+
+    settings: Mapping[str, str]
+    refused: Mapping[str, str]
+    trial_fields: Sequence[str]
+    wrong: Callable[[str, Any], str | None]
+
+
+@dataclass(frozen=True)
 class Stage:
-    """One checked stage; None: the trial's value."""
+    """One checked stage: its name, its data, and the trial settings it trains with instead of
+    the trial's (those it sets, and its own value, None where it has none, of each setting it
+    owns)."""
 
     name: str
     data: dict[str, Any]
-    epochs: int | None = None
-    lr: float | None = None
-    head_lr: float | None = None
-    batch_size: int | None = None
-    max_steps: int | None = None
-    eval_every: int | None = None
-    budget: dict[str, Any] | None = None
+    settings: dict[str, Any]
+
+
+def stage_settings(stage: Stage) -> dict[str, Any]:
+    """The trial settings a checked stage trains with instead of the trial's, its data first."""
+    return {"data": stage.data, **stage.settings}
 
 
 def stage_name(stage: Any, index: int) -> str:
@@ -94,16 +105,12 @@ def stage_label(stages: Sequence[Any] | None) -> str:
     return "+".join(stage_name(s, i) for i, s in enumerate(stages or ())) or "none"
 
 
-def check_stages(
-    value: Any, trial_fields: Sequence[str], not_in_a_stage: Mapping[str, str]
-) -> list[Stage]:
-    """The stages of `value` (the `intermediate` setting), each checked; `trial_fields` are the
-    trial's setting names and `not_in_a_stage` says why a stage cannot set some of them (both
-    from `TrialConfig`, whose fields carry that reason), so a trial setting written in a stage
-    gets its reason."""
+def check_stages(value: Any, rules: StageRules) -> list[Stage]:
+    """The stages of `value` (the `intermediate` setting), each checked by the `rules` the
+    trial's fields give; a trial setting written in a stage gets the reason its field gives."""
     if not isinstance(value, list):
         raise StageError((), f"{value!r} is not allowed: a list of stages, e.g. [{EXAMPLE}]")
-    stages = [_check_stage(stage, i, trial_fields, not_in_a_stage) for i, stage in enumerate(value)]
+    stages = [_check_stage(stage, i, rules) for i, stage in enumerate(value)]
     seen: dict[str, int] = {}
     for i, stage in enumerate(stages):
         if stage.name in seen:
@@ -113,14 +120,12 @@ def check_stages(
     return stages
 
 
-def _check_stage(
-    stage: Any, index: int, trial_fields: Sequence[str], not_in_a_stage: Mapping[str, str]
-) -> Stage:
+def _check_stage(stage: Any, index: int, rules: StageRules) -> Stage:
     if not isinstance(stage, dict):
         raise StageError((index,), f"{stage!r} is not allowed: a stage is a mapping such as "
                          f"{EXAMPLE}")  # fmt: skip
     for key in stage:
-        _check_key(key, index, trial_fields, not_in_a_stage)
+        _check_key(key, index, rules)
     if stage.get("data") is None:
         raise StageError(
             (index,),
@@ -135,43 +140,36 @@ def _check_stage(
             f"{stage.get('name')!r} is not allowed: a word of "
             "letters, digits, _ . or - (it names the arm and the metrics)",
         )
-    for key in _INTEGER_KEYS:
-        _check_number(stage, index, key, int, 1, "an integer >= 1")
-    for key in _NUMBER_KEYS:
-        _check_number(stage, index, key, (int, float), 0, "a number > 0", strict=True)
+    for key in rules.settings:
+        value = stage.get(key)
+        allowed = None if value is None else rules.wrong(key, value)
+        if allowed is not None:
+            raise StageError((index, key), f"{value!r} is not allowed: {allowed}")
     try:
         parse_budget(stage.get(BUDGET), stage.get("eval_every"))
     except BudgetError as err:
         raise StageError((index, BUDGET, *err.path), err.reason) from None
-    values = {key: stage.get(key) for key in STAGE_KEYS if key not in ("name", "data")}
-    return Stage(name, dict(stage["data"]), **values)
+    settings = {
+        key: stage.get(key)
+        for key, rule in rules.settings.items()
+        if stage.get(key) is not None or rule == STAGE_OWNS
+    }
+    return Stage(name, dict(stage["data"]), settings)
 
 
-def _check_key(
-    key: Any, index: int, trial_fields: Sequence[str], not_in_a_stage: Mapping[str, str]
-) -> None:
-    if key in STAGE_KEYS:
+def _check_key(key: Any, index: int, rules: StageRules) -> None:
+    keys = (*STAGE_OWN_KEYS, *rules.settings)
+    if key in keys:
         return
-    if key in not_in_a_stage:
-        raise StageError((index, key), f"not allowed in a stage: {key} {not_in_a_stage[key]}")
-    if key in trial_fields:
+    if key in rules.refused:
+        raise StageError((index, key), f"not allowed in a stage: {key} {rules.refused[key]}")
+    if key in rules.trial_fields:
         raise StageError((index, key), f"not allowed in a stage: {key} is a trial setting "
                          "that every stage shares; set it on the trial")  # fmt: skip
-    close = difflib.get_close_matches(str(key), tuple(STAGE_KEYS), n=1)
+    close = difflib.get_close_matches(str(key), keys, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise StageError((index, str(key)), f"unknown stage key {key!r}{hint}; stage keys: "
-                     f"{', '.join(STAGE_KEYS)}")  # fmt: skip
-
-
-def _check_number(
-    stage: dict, index: int, key: str, kind: Any, low: float, allowed: str, strict: bool = False
-) -> None:
-    value = stage.get(key)
-    if value is None:
-        return
-    ok = isinstance(value, kind) and not isinstance(value, bool)
-    if not ok or value < low or (strict and value <= low):
-        raise StageError((index, key), f"{value!r} is not allowed: {allowed}")
+                     f"{', '.join(keys)}")  # fmt: skip
 
 
 def _check_data(data: Any, index: int) -> None:

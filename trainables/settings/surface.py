@@ -56,7 +56,7 @@ from typing import Any
 
 from trainables.errors import ConfigError
 from trainables.settings.budget import Budget, parse_budget
-from trainables.settings.layouts import RELATIVE_DEPTH
+from trainables.settings.layouts import DepthError, blocks_kept
 
 TAGGER, SYNTHETIC = "tagger", "synthetic"
 
@@ -199,14 +199,11 @@ class ArmPoint:
 
 
 def _blocks_kept(depth: Any, layers: int) -> int:
-    if depth is None:
-        return layers
-    if isinstance(depth, str):
-        match = RELATIVE_DEPTH.fullmatch(depth.strip())
-        if not match:
-            raise ConfigError(f"trial setting depth={depth!r} is not allowed: an int or full-N")
-        return layers - int(match.group(1) or 0)
-    return int(depth)
+    try:
+        return int(blocks_kept(depth, layers))
+    except DepthError:
+        allowed = "an int or full-N"
+        raise ConfigError(f"trial setting depth={depth!r} is not allowed: {allowed}") from None
 
 
 # --- checking options -------------------------------------------------------------------------

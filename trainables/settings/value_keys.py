@@ -11,7 +11,8 @@ from trainables.data import relabel
 from trainables.data.sources import DATA_KEYS
 from trainables.data.sources._kinds import CORPUS_KINDS, SPLIT_KINDS
 from trainables.settings.budget import BUDGET, KINDS, PLATEAU_KEYS
-from trainables.settings.stage_config import INTERMEDIATE, STAGE_KEYS
+from trainables.settings.config import STAGE_KEYS
+from trainables.settings.stage_config import INTERMEDIATE
 from trainables.settings.surface import OPTION_HELP, SYNTHETIC, Surface, option_allowed
 
 

@@ -30,6 +30,7 @@ from one trial to the next, gives the same weights bit for bit on CPU, and:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -40,13 +41,13 @@ import numpy as np
 import torch
 
 from trainables.errors import ConfigError, UserInputError
-from trainables.settings.budget import BUDGET
-from trainables.settings.config import TrialConfig
+from trainables.settings.config import STAGE_RUNS, TrialConfig
 from trainables.settings.stage_config import (
     HEAD_KEPT,
     INTERMEDIATE_STEPS,
     STAGE_KEY,
     stage_prefix,
+    stage_settings,
 )
 from trainables.training.train import Trial
 
@@ -63,28 +64,20 @@ def draw_seed(seed: int, index: int) -> int:
 
 
 def stage_config(config: TrialConfig, index: int) -> TrialConfig:
-    """Stage `index` as a trial of its own: its data and settings (the trial's where unset),
-    seeds drawn from the trial's, the trial's depth (the weights come from the previous
-    stage), no re-initialisation, freeze or probe, dynamics measured once at its end and no
-    fingerprint (the target's is the trial's). Its budget is its own (none: `epochs`)."""
+    """Stage `index` as a trial of its own: its data and the settings it sets (the trial's
+    where unset; its budget its own, none: `epochs`), each setting marked `stage_runs` at that
+    value (trainables/settings/config.py: no re-initialisation, freeze or probe, all its data,
+    no fingerprint, as the target's is the trial's), seeds drawn from the trial's, the trial's
+    depth (the weights come from the previous stage), and dynamics measured once at its end."""
     stage = config.stages()[index]
     data_seed = config.seed if config.data_seed is None else config.data_seed
-    own = {k: v for k, v in dataclasses.asdict(stage).items() if k != "name" and v is not None}
-    own[BUDGET] = stage.budget  # a stage's own, never the target's: none trains its epochs
+    settings = {**copy.deepcopy(STAGE_RUNS), **stage_settings(stage)}
     return dataclasses.replace(
         config,
-        **own,
-        intermediate=[],
+        **settings,
         seed=draw_seed(config.seed, index),
         data_seed=draw_seed(data_seed, index),
-        reinit_from=None,
-        reinit_heads=[],
-        freeze=None,
-        probe=False,
-        data_fraction=1.0,
         dynamics="off" if config.dynamics == "off" else "end",
-        fingerprint=False,  # only the final encoder's is compared with other trials'
-        fail_at_step=None,
     )
 
 

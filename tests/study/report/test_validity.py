@@ -18,6 +18,7 @@ from study.names import CODE_TAG, CODE_VERSIONS_TAG
 from study.report import provenance, tuning, validity
 from study.report.sections import parity, reproducibility, threats
 from study.tracking.reading import StudyRecord, budget_columns
+from trainables.settings import TUNABLE, TrialConfig
 
 SEARCH = {"lr": {"type": "loguniform", "low": 3e-5, "high": 3e-4}}
 
@@ -163,6 +164,18 @@ def test_nothing_tuned_for_any_arm_is_a_threat_with_the_fixed_values():
     assert set(table.how) == {"fixed for all arms"} and set(table.setting) == {"lr"}
     [threat] = tuning.parity_threats(record, table)
     assert "Tuned for no arm: lr = 0.0002 (fixed for all arms)" in threat
+
+
+def test_the_table_weighs_the_fixed_settings_marked_tunable():
+    """A study that fixes every trial setting: the table weighs the optimisation settings (the
+    fields marked `tunable`, in their order), not its seeds, precision, data or length."""
+    fixed = TrialConfig().to_dict()
+    record = make_record(confirm("A", [2]) + confirm("B", [2]), fixed=fixed)
+    shown = tuning.settings(record)
+    assert shown == list(TUNABLE)
+    assert {"lr", "head_lr", "weight_decay", "warmup_ratio", "batch_size"} <= set(shown)
+    assert not {"seed", "data_seed", "precision", "data", "epochs", "depth"} & set(shown)
+    assert set(tuning.tuning_table(record).setting) == set(TUNABLE)
 
 
 def test_compute_parity_flags_a_gap_above_ten_percent():

@@ -15,7 +15,7 @@ from trainables import __main__ as command_line
 from trainables.data.labels import LabelMap
 from trainables.data.sources import load_checked_splits
 from trainables.errors import ConfigError
-from trainables.settings.config import TrialConfig
+from trainables.settings.config import STAGE_RUNS, TrialConfig
 from trainables.settings.stage_config import STAGE_KEY, stage_label
 from trainables.training.metrics import is_wall_clock, learning_curve_area
 from trainables.training.stages import StagedTrial, stage_config, target_config
@@ -284,3 +284,24 @@ def test_stage_budgets_are_their_own_and_the_trial_counts_every_step(staged, tmp
     resumed.restore(tmp_path)
     assert resumed.step == metrics["step"]
     assert same(run_all(resumed)[-1], final)
+
+
+def test_a_stage_trains_with_its_own_settings_and_the_values_every_stage_takes():
+    """What a stage is (the module's docstring), checked against `stage_config`: its own lr,
+    the trial's epochs where it sets none, its own budget (none where it has none), the
+    trial's depth, and no re-initialisation, freeze, probe, data share, fingerprint or fault;
+    the `stage_runs` marks on the fields say the same."""
+    stage = {"name": "s", "data": {"embedded": "wnut16"}, "lr": 3e-4}
+    config = TrialConfig(depth=2, reinit_from=1, reinit_heads=[[0, 0]], freeze=1, probe=True,
+                         data_fraction=0.5, fingerprint=True, fail_at_step=3, lr=1e-4, epochs=2,
+                         budget={"steps": 5}, intermediate=[stage])  # fmt: skip
+    staged = stage_config(config, 0)
+    assert (staged.lr, staged.epochs, staged.budget, staged.depth) == (3e-4, 2, None, 2)
+    assert (staged.reinit_from, staged.reinit_heads, staged.freeze, staged.probe) == (
+        None, [], None, False,
+    )  # fmt: skip
+    assert (staged.data_fraction, staged.fingerprint, staged.fail_at_step) == (1.0, False, None)
+    assert staged.intermediate == [] and staged.data == stage["data"]
+    assert staged.seed != config.seed
+    for name, value in STAGE_RUNS.items():
+        assert getattr(staged, name) == value, name

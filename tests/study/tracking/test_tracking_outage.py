@@ -17,7 +17,7 @@ from mlflow_server import mlflow_server, mlflow_ui_server
 
 from study.tracking import store
 from study.tracking.store import StudyTracker, patiently
-from tests.study_helpers import REPO, study_command, write_study
+from tests.study_helpers import REPO, TWIN_SURFACE, study_command, write_synthetic_twin
 
 pytestmark = pytest.mark.study
 
@@ -37,8 +37,12 @@ def _read_until(driver: subprocess.Popen, lines: list[str], finished: int, limit
             return
 
 
-def test_study_outlives_a_tracking_server_outage(tmp_path, tiny_model, tiny_corpus):
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+def test_study_outlives_a_tracking_server_outage(tmp_path):
+    """The driver's tracking, on the synthetic twin of the tiny study (the same 12 trials of 4
+    evaluations), each trial slowed to 6 s (24 steps of 0.25 s) so that several still end
+    while the server is down."""
+    slowed = {"synthetic": {**TWIN_SURFACE, "step_s": 0.25}}
+    study = write_synthetic_twin(tmp_path, trainable=slowed)
     backend = f"sqlite:///{tmp_path / 'server.db'}"
     port, workdir = _free_port(), tmp_path / "server"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -73,7 +73,8 @@ REPORTS = ":(exclude)reports"
 def code_version() -> str:
     """The git commit, with +dirty when tracked files other than the generated reports have
     changed (a study run rewrites `reports/`, which says nothing about the code that ran),
-    else the package version. An installed package is not a checkout: git would describe
+    else the commit the installed package was built from (or, without one, its version). An
+    installed package is not a checkout: git would describe
     whatever repository holds its environment."""
     if not (REPO / "pyproject.toml").is_file():
         return _package_version()
@@ -86,7 +87,15 @@ def code_version() -> str:
 
 
 def _package_version() -> str:
-    return "ner-depth-study " + metadata.version("ner-depth-study")
+    """The commit an installed package was built from, which setuptools-scm puts in the
+    version's local part (`0.1.devN+g<commit>`, `.d<date>` added when the tree was dirty);
+    a package built without git history says its version alone."""
+    version = metadata.version("ner-depth-study")
+    local = version.partition("+")[2]
+    if local.startswith("g"):
+        commit, _, date = local[1:].partition(".")
+        return commit + ("+dirty" if date.startswith("d") else "")
+    return "ner-depth-study " + version
 
 
 def _git(*args: str) -> str:

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.slow
 
 
 def _checkout_copy(target: Path) -> Path:
-    """The checkout's tracked and new (not ignored) files, symlinks kept as links."""
+    """The checkout's tracked and new (not ignored) files, symlinks kept as links, and its git
+    history, from which the build takes the commit it records."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("not a git checkout: the files to install cannot be listed")
     listed = subprocess.run(
@@ -47,6 +48,7 @@ def _checkout_copy(target: Path) -> Path:
             dest.symlink_to(os.readlink(source))
         else:
             shutil.copy2(source, dest)
+    shutil.copytree(REPO / ".git", target / ".git", symlinks=True)
     return target
 
 
@@ -69,6 +71,9 @@ def installed(tmp_path_factory) -> Path:
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    (root / "built_from").write_text(head)
     return venv / "bin"
 
 
@@ -130,4 +135,7 @@ def test_smoke_study_from_an_empty_folder(installed, tmp_path):
     [study_run] = client.search_runs([experiment.experiment_id], "tags.run_kind = 'study'")
     versions = json.loads(study_run.data.tags[LIBRARIES_TAG])
     assert versions["transformers"] == metadata.version("transformers")  # what the venv ran
-    assert study_run.data.tags["code_version"].startswith("ner-depth-study ")  # no checkout
+    # not a checkout: the commit the package was built from (+dirty: from a changed tree)
+    commit = study_run.data.tags["code_version"].removesuffix("+dirty")
+    head = (installed.parent.parent / "built_from").read_text()  # the copy's HEAD
+    assert len(commit) >= 7 and head.startswith(commit), (commit, head)

@@ -55,9 +55,17 @@ def test_code_version_is_dirty_for_code_changes_but_not_for_regenerated_reports(
     assert fingerprint.code_version() == clean
     (tmp_path / "code.py").write_text("x = 2\n")
     assert fingerprint.code_version() == clean + "+dirty"
-    # an installed package (no pyproject.toml beside it) in a venv inside some git repository
+    # an installed package (no pyproject.toml beside it) in a venv inside some git repository:
+    # the commit setuptools-scm put in its version, never that repository's
     monkeypatch.setattr(fingerprint, "REPO", tmp_path / "reports")
-    assert fingerprint.code_version().startswith("ner-depth-study ")
+    versions = {
+        "0.1.1.dev610+g36d75645a": "36d75645a",
+        "0.1.1.dev610+g36d75645a.d20261128": "36d75645a+dirty",
+        "0.1.0": "ner-depth-study 0.1.0",  # built without git history
+    }
+    for version, expected in versions.items():
+        monkeypatch.setattr(fingerprint.metadata, "version", lambda _name, v=version: v)
+        assert fingerprint.code_version() == expected
 
 
 def test_library_versions_are_the_installed_ones():

@@ -54,7 +54,7 @@ from trainables.settings.precision import (
     no_native_bf16,
     resolve_precision,
 )
-from trainables.settings.reported import evaluation_metrics
+from trainables.settings.reported import each_time_test_name, evaluation_metrics
 from trainables.settings.stage_config import (
     INTERMEDIATE,
     INTERMEDIATE_STEPS,
@@ -113,6 +113,7 @@ __all__ = [
     "instruction_caps",
     "layout_of",
     "longest_window",
+    "each_time_test_name",
     "evaluation_metrics",
     "looks_like_path",
     "no_native_bf16",

@@ -265,6 +265,15 @@ class TrialConfig:
     eval_extra_each_time: bool = setting(
         False, BOOLEAN, "also score the extra evaluation sets at every evaluation"
     )
+    eval_test_each_time: bool = setting(
+        False,
+        BOOLEAN,
+        "also score the test set at every evaluation, reported as `eval_test_<score>` "
+        "(never `test_<score>`: that stays the kept weights' score at the end); for benchmarks "
+        "that replay a trial's whole curve (bench/search_tabular.py)",
+        fixed_only=_RECORDS,
+        stage_runs=False,  # only the target's test set is the study's
+    )
     # about a training batch's size: larger ones leave the cache (on one CPU core, WNUT-16's
     # dev set took 0.92 s at 1024 and 1.34 s at 8192; bench/eval_batches.py)
     eval_batch_tokens: int = setting(1024, INTEGER, "padded sub-words per evaluation batch")

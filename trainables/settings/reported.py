@@ -7,7 +7,9 @@ Each evaluated set's scores are `<set>_<score>`: `dev` at every evaluation, and 
 set of `data.extra` too under `eval_extra_each_time`. The tagger's `Trial.score` and the
 synthetic trial's `_evaluate` report these names, which tests/trainables/settings/test_reported.py
 checks against a real evaluation of each. The last result holds more (test scores, per-type
-F1, the curve's summaries), but only there: a study metric cannot be one of them.
+F1, the curve's summaries), but only there: a study metric cannot be one of them. Nor can the
+test scores a trial under `eval_test_each_time` reports at every evaluation (`eval_test_f1`,
+...): they record the curve for benchmarks, and test must never select.
 """
 
 from __future__ import annotations
@@ -25,11 +27,20 @@ SET_SCORES = {
 }
 TRAINING = ("train_loss",)  # the mean training loss since the last evaluation
 DEV = "dev"
+# the test set scored at every evaluation under `eval_test_each_time`: its own prefix, so the
+# final `test_<score>` (the kept weights') keeps one meaning, and no study metric can name it
+EACH_TIME_TEST = "eval_test"
 
 
 def set_scores(trainable: str, name: str) -> tuple[str, ...]:
     """What one evaluation reports of the set `name` (`dev`, or an extra set)."""
     return tuple(f"{name}_{score}" for score in SET_SCORES[_kind(trainable)])
+
+
+def each_time_test_name(name: str) -> str:
+    """What a final test metric (`test_f1`) is called when scored at every evaluation
+    (`eval_test_f1`), so a reader of the curve finds it from the primary metric's name."""
+    return f"{EACH_TIME_TEST}_{name.removeprefix('test_')}"
 
 
 def evaluation_metrics(trainable: str, every_time_sets: Iterable[str] = ()) -> tuple[str, ...]:

@@ -33,6 +33,9 @@ it and pairing by seed removes it, b from the seed and the arm's and sample's se
 e_s afresh at every evaluation; `dev_loss` = 1 - dev_f1. At the end also `test_f1` (F at the
 last step plus the same a and b and its own noise / 2 draw), `surface_f1` (F at the last step
 without noise: what the regret of a choice is measured on), `curve_area` and `steps_to_95`.
+Under `eval_test_each_time` every evaluation also reports `eval_test_f1` (and
+`eval_test_loss` = 1 - it): F at that step plus the same a, b and test draw, so at the kept
+step it equals the final `test_f1`, as the tagger's does.
 All draws come from numpy generators seeded by those values (trainables/training/synthetic.py;
 b's settings are the `TrialConfig` fields marked `draws`), so a trial is the same every time
 and a resumed trial reports what an uninterrupted one would.

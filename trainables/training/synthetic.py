@@ -30,6 +30,7 @@ from trainables.settings.budget import (
     evaluations_per_epoch,
 )
 from trainables.settings.config import SURFACE_DRAWS, TrialConfig
+from trainables.settings.reported import each_time_test_name
 from trainables.settings.surface import Surface, surface_of
 from trainables.training.curves import final_gain, learning_curve_area, steps_to_fraction_of_final
 
@@ -126,7 +127,7 @@ class SyntheticTrial:
         f1 = min(1.0, max(0.0, noisy))
         self.eval_steps.append(step)
         self.eval_f1.append(f1)
-        return {
+        out = {
             "step": float(step),
             "epoch": step / self.per_epoch,
             "evaluation": float(len(self.eval_steps)),
@@ -135,18 +136,29 @@ class SyntheticTrial:
             "dev_f1": f1,
             "dev_loss": 1.0 - f1,
         }
+        if self.cfg.eval_test_each_time:  # what test_f1 would be, were this step kept
+            test = self._test_f1(step)
+            out.update({each_time_test_name("test_f1"): test,
+                        each_time_test_name("test_loss"): 1.0 - test})  # fmt: skip
+        return out
+
+    def _test_f1(self, step: int) -> float:
+        """Test F1 of the weights at `step`: F there, the trial's seed effect and its one test
+        draw (so scored at the kept step it is the final `test_f1`, as the tagger's is)."""
+        surface = self.surface
+        test = surface.mean_f1(self.arm, self.cfg.lr, step) + seed_effect(surface, self.settings)
+        test += surface.noise / 2 * draw(self.settings, -1)
+        return min(1.0, max(0.0, test))
 
     def _final_metrics(self) -> dict[str, float]:
         """Test at the kept step: the last, or under until_plateau the best evaluation's."""
         surface, lr = self.surface, self.cfg.lr
         kept = self.watch.best_step if self.watch is not None else self.step
         truth = surface.mean_f1(self.arm, lr, kept)
-        test = truth + seed_effect(surface, self.settings)
-        test += surface.noise / 2 * draw(self.settings, -1)
         reached = steps_to_fraction_of_final(self.eval_steps, self.eval_f1)
         out = {
             "final": 1.0,
-            "test_f1": min(1.0, max(0.0, test)),
+            "test_f1": self._test_f1(kept),
             "surface_f1": truth,
             "curve_area": learning_curve_area(self.eval_f1),
             "steps_to_95": float(reached) if reached is not None else math.nan,

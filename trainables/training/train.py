@@ -45,6 +45,7 @@ from trainables.settings.budget import (
     evaluations_per_epoch,
 )
 from trainables.settings.config import TrialConfig
+from trainables.settings.reported import each_time_test_name
 from trainables.training import checkpoint
 from trainables.training.curves import final_gain
 from trainables.training.metrics import (
@@ -324,6 +325,9 @@ class Trial:
         if self.cfg.eval_extra_each_time:
             for name in self.eval_splits.keys() - {"dev", "test"}:
                 out.update(self.score(name))
+        if self.cfg.eval_test_each_time:  # these weights, before until_plateau's are restored
+            test = self.score("test")
+            out.update({each_time_test_name(k): v for k, v in test.items()})
         return out
 
     def _final_metrics(self) -> dict[str, float]:

@@ -9,7 +9,8 @@ of `WAYS` the docs no longer show: nothing is skipped unsaid. The ways:
   on imports), in an empty folder with `HOME` there, or in the folder of the default tier's
   smoke study (tests/background_study.py: `ner_depth --profile smoke`, a `ner_depth` store)
   for commands that read a study's results; `./with-venv` is left off (these tests run in
-  its environment), and placeholders (`RUN`, `URI`, `[--out DIR]`) are the smoke store's;
+  its environment), and placeholders (`RUN`, `URI`, `[--out DIR]`) are the smoke store's (a
+  server in the slow tier answers on a copy of the shared finished study's store instead);
 - dry run: `--dry-run` appended, where the command would train for minutes or hours, or join
   a cluster (the plan is made and the data read, nothing trained);
 - tiny: overrides that make one trial train a few steps (`--set model=tiny ...`);
@@ -29,6 +30,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -56,7 +58,8 @@ class Way:
     """How one documented command is exercised: `run` is the command line run (None: see
     `test`), `expect` its exit code, `where` the folder it runs in ("empty": a fresh folder
     with HOME in it and a small CoNLL corpus at ~/ner and ~/conll; "store": the smoke
-    study's folder), `slow` whether it runs in the slow tier."""
+    study's folder, or for a slow way a study store in its place, `slow_store`), `slow`
+    whether it runs in the slow tier."""
 
     how: str
     run: str | None
@@ -586,6 +589,17 @@ def test_tiny_trials(empty_home):
     assert (empty_home / "m.jsonl").is_file() and (empty_home / "ckpt").is_dir()
 
 
+def slow_store(request: pytest.FixtureRequest, folder: Path) -> Path:
+    """Where a slow way that reads a study's results runs: `folder` with the shared finished
+    study's MLflow store (tests/conftest.py) copied to outputs/mlflow.db, where the smoke
+    study keeps its own. The slow tier runs no smoke study, and starting one here for a
+    server to answer on would be minutes of a whole study; any study's store serves as well."""
+    study, _ = request.getfixturevalue("finished_study")
+    (folder / "outputs").mkdir()
+    shutil.copy(study / "mlflow.db", folder / "outputs" / "mlflow.db")
+    return folder
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "command", [c for c, w in WAYS.items() if w.run and w.slow and w.how != "tiny"]
@@ -596,8 +610,7 @@ def test_commands_that_need_a_process(command, tmp_path, request):
     cwd = {"checkout": REPO, "empty": tmp_path}.get(way.where)
     line = way.run.replace("python ", f"{sys.executable} ", 1).replace("{PORT}", "{port}")
     if way.where == "store":
-        cwd = background_study.started(request.config).folder
-        assert background_study.started(request.config).wait(900).returncode == 0
+        cwd = slow_store(request, tmp_path)
     if "{port}" in line:
         port = _free_port()
         assert _serves(line.format(port=port), port, cwd, env) == way.expect

@@ -54,6 +54,13 @@ also with the search range, the explore settings and its overrides; bench/search
 says what invalidates it). Each tagged run's trials are copied at once into the ledger
 (`--ledger`, default bench/search_efficiency_trials.csv, committed; bench/search_ledger.py), so
 a fresh clone has the cache without the store: commit the ledger after a sitting that trained.
+Every evaluation of those trials goes into a second ledger beside it
+(bench/search_efficiency_evaluations.csv; bench/search_evaluations.py): step, epoch, the study
+metric and, for the grid, whose trials run with `eval_test_each_time`, the test score at every
+evaluation, which bench/search_tabular.py replays. `--test-curves` trains again the grid runs
+cached without that score (the key does not change: the setting changes what a trial records,
+not what it learns), and leaves the contenders as they are; `--grid-only` stops once the grid is
+built (with `--estimate`: says what building it costs).
 A rerun trains only the grid points and contender repetitions neither copy has, so with a
 full cache it only reads and prints. The grid trains one learning rate per study run
 (`--grid-lrs-per-run`), each cached as it ends, so Ctrl-C or a crash loses only the run that
@@ -122,6 +129,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "synthetic: none); 'none': the store alone",
     )
     p.add_argument("--refresh", action="store_true", help="retrain the cached runs")
+    p.add_argument(
+        "--grid-only",
+        action="store_true",
+        help="build (or read) the dense grid and stop: what bench/search_tabular.py replays",
+    )
+    p.add_argument(
+        "--test-curves",
+        action="store_true",
+        help="retrain the grid runs whose trials did not score test at every evaluation "
+        "(trained before eval_test_each_time), for bench/search_tabular.py; the contenders stand",
+    )
     p.add_argument(
         "--estimate",
         action="store_true",
@@ -250,7 +268,19 @@ def reference(args, spec, uri: str, cache, key: str) -> pd.DataFrame:
         say(args, f"--refresh: {cache.forget(key)} cached run(s) set aside")
     arms = make_plan(spec).arms
     cached = grid.cached_trials(cache, key)
-    lrs = grid_lrs(args, arms, cached)
+    lrs = grid_lrs(args, arms, cached)  # the cached grid's, before --test-curves
+    if args.test_curves and not args.refresh and (curveless := cache.runs_without_test_curves(key)):
+        if args.estimate:  # what training them again would cost: count them as missing
+            gone = {r for run in curveless for r in cache.trials(run).run_id}
+            cached = cached[~cached.run_id.isin(gone)] if len(cached) else cached
+        else:
+            cache.forget_runs(curveless)
+            cached = grid.cached_trials(cache, key)
+        say(
+            args,
+            f"--test-curves: {len(curveless)} grid run(s) without a test score at every "
+            "evaluation " + ("would be" if args.estimate else "are") + " trained again",
+        )
     missing = grid.missing_points(arms, lrs, cached, args.grid_seeds)
     todo = sum(len(v) for v in missing.values())
     points = len(arms) * len(lrs)
@@ -323,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
             say(args, f"ledger {args.ledger}: {copied} cached run(s) copied in from {uri}")
         key = grid.cache_key(spec, args.grid_seeds)  # hashes the model and data files: once
         curves = reference(args, spec, uri, cache, key)
+        if args.grid_only:
+            say(args, f"--grid-only: the grid is {'not ' if curves is None else ''}cached; "
+                "no contender trained")  # fmt: skip
+            return 0
         if args.estimate:
             estimate_missing(args, spec, cache, key)
             return 0

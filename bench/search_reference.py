@@ -34,6 +34,9 @@ from study.tracking import reading
 KEY_TAG = "bench.search_efficiency.grid_key"
 # a contender repetition's run: `<grid key>:<hash of what else it ran with>`
 CONTENDER_TAG = "bench.search_efficiency.contender"
+# every grid trial also scores test at every evaluation, for the tabular benchmark
+# (bench/search_tabular.py); not in the key: it changes what a trial records, not what it learns
+RECORDS = {"fixed.eval_test_each_time": True}
 
 
 def log_spaced(low: float, high: float, count: int) -> list[float]:
@@ -83,6 +86,13 @@ def untag(uri: str, study: str, key: str) -> int:
             client.delete_tag(run_id, tag)
             untagged += 1
     return untagged
+
+
+def untag_runs(uri: str, run_ids: list[str], name: str) -> None:
+    """These runs no longer count as the cache (`--test-curves` trains them again)."""
+    client = MlflowClient(uri)
+    for run_id in run_ids:
+        client.delete_tag(run_id, name)
 
 
 def contender_tag(key: str, spec: StudySpec, overrides: dict, arms: list[Arm], at_once: int) -> str:
@@ -141,7 +151,7 @@ def build_missing(
         for first in range(0, len(lrs), size):
             chunk = lrs[first : first + size]
             overrides = {"phases": {"confirm": {"select": [{"lr": lr} for lr in chunk],
-                                                "seeds": list(seeds)}}}  # fmt: skip
+                                                "seeds": list(seeds)}}, **RECORDS}  # fmt: skip
             if arm is not None:
                 overrides["grid"] = {name: [value] for name, value in arm.factors.items()}
             run_ids.append(run(overrides))

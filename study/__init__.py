@@ -6,16 +6,22 @@ for notebooks (docs/python-api.md):
     trials = load_trials(outcome.tracking_uri, "ner_depth", outcome.run_id)   # one row a trial
     verdicts = load_verdicts(outcome.tracking_uri, "ner_depth", outcome.run_id)
 
-Importing the package imports nothing: the report must load without Ray or torch, and the
-driver's modules import this package first. Each name below is imported from its module on
-first use (PEP 562), so `from study import load_trials` loads the reading side without Ray, and
-only `run_study` loads the driver.
+Importing the package imports nothing (it turns MLflow's telemetry off, below): the report
+must load without Ray or torch, and the driver's modules import this package first. Each name
+below is imported from its module on first use (PEP 562), so `from study import load_trials`
+loads the reading side without Ray, and only `run_study` loads the driver.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# Importing MLflow writes ~/.config/mlflow/telemetry.json unless its telemetry is off: the
+# driver, the report, the export and the Python API all import this package before MLflow,
+# so set here, once, nothing of theirs writes outside its folders (a user's own setting wins).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 if TYPE_CHECKING:
     from study.results import load_trials, load_verdicts

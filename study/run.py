@@ -136,9 +136,6 @@ def _set_up_driver(verbose: bool) -> None:
     # first whether a write in doubt was stored
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
-    # importing MLflow writes ~/.config/mlflow/telemetry.json unless telemetry is off: a study
-    # refused at its checks must leave nothing behind, in the user's home neither
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     quiet_driver(verbose)
 
 

@@ -186,27 +186,15 @@ class LoggingState:
         logging.root.setLevel(self.root[0])  # and every logger's cached levels cleared
 
 
-# what a command's own set-up puts in the environment before it imports the modules a stop
-# patches (study.run's driver turns MLflow's telemetry off before MLflow is imported)
-SET_UP_BEFORE_STOPS = {"MLFLOW_DISABLE_TELEMETRY": "true"}
-
-
 def _import_stops(names: list[str]) -> None:
-    """The modules a stop patches, imported once as the command imports them: after its own
-    set-up. A stop imports its module before the command's code runs, so without this the
-    first command would import it (and MLflow, which writes ~/.config/mlflow/telemetry.json
-    while telemetry is on) before the command had set its environment. The real-process
-    cases of tests/study/fuzz/test_fidelity.py keep the command's own set-up checked."""
-    saved = dict(os.environ)
-    os.environ.update(SET_UP_BEFORE_STOPS)
-    try:
-        packages = {name.partition(".")[0] for name in names}
-        for module, _ in STOPS.values():  # those of this server's commands' packages
-            if module.partition(".")[0] in packages:
-                importlib.import_module(module)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    """The modules a stop patches, imported once, before any command runs, as a fresh process
+    of the command imports them: what importing sets in the environment stays (importing
+    `study` turns MLflow's telemetry off for the process). The real-process cases of
+    tests/study/fuzz/test_fidelity.py keep the command's own set-up checked."""
+    packages = {name.partition(".")[0] for name in names}
+    for module, _ in STOPS.values():  # those of this server's commands' packages
+        if module.partition(".")[0] in packages:
+            importlib.import_module(module)
 
 
 class Server:

@@ -348,7 +348,7 @@ BENCHES = [
     "trainable", "cpu_utilisation", "gradient_clipping", "dropout_masks", "bf16_matmul_modes",
     "onednn_isa_cap", "eval_batches", "concurrency", "study_overhead", "dynamics_overhead",
     "fingerprint_overhead", "layer_report", "scale", "kill_soak", "search_efficiency",
-    "search_noise", "trial_startup", "gpu_check",
+    "search_noise", "search_tabular", "trial_startup", "gpu_check",
 ]  # fmt: skip
 for _name in BENCHES:
     WAYS[f"./with-venv python bench/{_name}.py"] = bench_help(f"python bench/{_name}.py")
@@ -356,6 +356,8 @@ for _line in (
     "./with-venv python bench/same_findings.py --a URI --b URI",
     "./with-venv python bench/search_efficiency.py --set search.lr.low=3e-05",
     "./with-venv python bench/search_efficiency.py --trainable synthetic",
+    "./with-venv python bench/search_efficiency.py --grid-only --estimate --test-curves",
+    "./with-venv python bench/search_efficiency.py --grid-only --test-curves",
     "./with-venv python bench/scale.py --sizes 100x10,1000x10 --stores sqlite,postgres",
     "./with-venv python bench/scale.py --sizes 10000x10 --stores sqlite",
 ):

@@ -81,6 +81,8 @@ def grid_evaluations(args) -> pd.DataFrame | None:
     trials = search_ledger.read(args.ledger)
     trials = trials[(trials.study == args.study) & (trials.cache_tag == reference.KEY_TAG)]
     trials = trials[(trials.phase == "confirm") & (trials.status == "completed")]
+    # one trial per grid point and key: a point trained again keeps its latest in the ledger
+    trials = trials.drop_duplicates(["cache_value", "arm", "lr", "seed"], keep="last")
     test = evaluations.curve_names(args.metric, args.primary)[-1]
     names = [args.metric, test]
     curves = evaluations.read(evaluations.path_beside(args.ledger), names)
@@ -170,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
         rng = np.random.default_rng([STREAM, 99])
         measured = checkpoint.measure(last, best, contenders.answers(last), args.resamples, rng)
-        print(measured.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        shown = measured.assign(lr=measured.lr.map(lambda lr: f"{lr:.3g}"))
+        print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
         tag = "all" if budget is None else f"{budget:g}"
         reps.to_csv(args.out / f"repetitions_{tag}.csv", index=False)
         table.to_csv(args.out / f"contenders_{tag}.csv", index=False)

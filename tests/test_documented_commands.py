@@ -608,7 +608,7 @@ def slow_store(request: pytest.FixtureRequest, folder: Path) -> Path:
 
 def _slow_process_ways() -> list[str]:
     """The documented commands of the ways that need a process, one for each distinct line run
-    there: several documented commands of one benchmark run as the same `--help` (three of
+    there: several documented commands of one benchmark run as the same `--help` (five of
     bench/search_efficiency.py, two each of bench/scale.py and bench/kill_soak.py), which one
     process checks."""
     first: dict[tuple, str] = {}

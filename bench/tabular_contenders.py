@@ -3,7 +3,9 @@ one study's trial-epochs on choosing each arm's lr and then confirming the arms'
 
 - `explore`: today's explore: TPE (Optuna, its first max(2, samples // 2) draws at random) over
   the grid's lrs in the searched range as a categorical space, `samples` draws per arm, each
-  trained on `explore_seeds` seeds; the arm's lr is the sample of best mean dev;
+  trained on `explore_seeds` seeds; the arm's lr is the sample of best mean dev. Replayed one
+  sample after the other, so the model draws once the start-up has ended, which a study's
+  trials at once mostly prevent (bench/search_efficiency.py's docstring);
 - `random_lr`: one lr per arm drawn at random from the space, no explore;
 - `peak_model`: `samples` random lrs per arm on the explore seeds, the lr read off the study's
   peak model (`select: model`, study/search/_peak_model.py) fitted through every explore trial;

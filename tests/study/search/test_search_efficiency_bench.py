@@ -87,9 +87,14 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
 
     # a fresh clone: no store, only the committed ledger, which has every run: the grid's one
     # (synthetic: all its lrs in one run), 10 lrs x 2 arms x 3 seeds, and the 10 contender
-    # repetitions, 3 lrs x 2 seeds x 2 arms each
+    # repetitions, 6 lrs x 2 seeds x 2 arms each
     ledger = pd.read_csv(tmp_path / "ledger.csv")
-    assert ledger.study_run.nunique() == 1 + 10 and len(ledger) == 60 + 10 * 12, ledger
+    assert ledger.study_run.nunique() == 1 + 10 and len(ledger) == 60 + 10 * 24, ledger
+    # beside it every evaluation of those trials, the grid's with a test score at each
+    curves = pd.read_csv(tmp_path / "ledger_evaluations.csv")
+    assert set(curves.run_id) == set(ledger.run_id)
+    grid_trials = ledger[ledger.cache_tag == "bench.search_efficiency.grid_key"].run_id
+    assert curves[curves.run_id.isin(grid_trials)].eval_test_f1.notna().all()
     estimate = _bench(tmp_path, "fresh.db", "--estimate")
     assert "every contender repetition is cached" in estimate.stdout
     more = _bench(tmp_path, "fresh.db", "--estimate", "--repetitions", "3")  # the last one wins

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+import pyarrow.fs as pafs
 import ray
 from ray import tune
 from ray.tune.logger import JsonLoggerCallback
@@ -174,7 +175,11 @@ def run_experiment(context: PhaseContext, name: str, searcher, scheduler, n_tria
     log.info("phase %s: trial states %s", name, dict(Counter(t.status for t in saved)))
     stopped_live = any(t.status in LIVE for t in saved)
     done = ended >= n_trials and not stopped_live
-    _drop_checkpoints(name, [t for t in saved if done or t.status in FINISHED])
+    if done:  # every trial folder, also one Tune made after its last save (a full disk)
+        store = context.store
+        _drop_checkpoints(name, _trial_folders(store.fs, store.fs_path(context.study_dir, name)))
+    else:
+        _drop_checkpoints(name, [trial_folder(t) for t in saved if t.status in FINISHED])
     return done
 
 
@@ -209,13 +214,21 @@ def saved_trials(experiment: str) -> list:
             return []
 
 
-def _drop_checkpoints(phase: str, trials: list) -> None:
+def _trial_folders(fs: pafs.FileSystem, experiment: str) -> list[tuple[pafs.FileSystem, str]]:
+    """The experiment's trial folders as they are on its storage, whether or not Tune's saved
+    state names them: a trial Tune created after the state's last save (the save that a full
+    disk refused) has a folder, and maybe a checkpoint, that no saved trial points to."""
+    listing = fs.get_file_info(pafs.FileSelector(experiment, allow_not_found=True))
+    return [(fs, info.path) for info in listing if info.type == pafs.FileType.Directory]
+
+
+def _drop_checkpoints(phase: str, folders: list[tuple[pafs.FileSystem, str]]) -> None:
     """Trials that will not run again need no checkpoint: a finished study keeps none."""
     freed = 0
-    for trial in trials:
+    for fs, path in folders:
         try:
-            freed += drop_checkpoints(*trial_folder(trial))
+            freed += drop_checkpoints(fs, path)
         except OSError as err:  # worth a line, never worth stopping the study
-            log.warning("could not remove the checkpoints of %s: %s", trial.path, err)
+            log.warning("could not remove the checkpoints of %s: %s", path, err)
     if freed:
         log.info("phase %s: removed finished trials' checkpoints (%.1f MB)", phase, freed / 1e6)

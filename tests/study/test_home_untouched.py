@@ -19,9 +19,10 @@ ENTRY_POINTS = ["study.run", "study.report.__main__", "study.export.__main__", "
 def _import_with_home(tmp_path, code: str, **env: str) -> list[str]:
     home = tmp_path / "home"
     home.mkdir()
-    # MLflow keeps its telemetry off under pytest (PYTEST_CURRENT_TEST): a user's shell has none
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PYTEST_"))}
-    clean.pop("XDG_CONFIG_HOME", None)
+    # A user's shell, not a test's: MLflow keeps its telemetry off under pytest
+    # (PYTEST_CURRENT_TEST) and wherever a CI variable (CI, GITHUB_ACTIONS, ...) or DO_NOT_TRACK
+    # is set, so the process gets only the search path and the locale.
+    clean = {k: v for k, v in os.environ.items() if k in {"PATH", "LANG", "TMPDIR"}}
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           env={**clean, "HOME": str(home), **env}, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

@@ -29,6 +29,7 @@ from study.execution.storage_guard import (
     no_space_reason,
     says_no_space,
 )
+from study.execution.tuner import _drop_checkpoints, _trial_folders
 from study.names import DRIVERS_TAG
 from tests.study_helpers import REPO, runs_by_kind, study_command, write_study
 from trainables.errors import UserInputError
@@ -64,6 +65,28 @@ def test_full_device_errors_are_recognised_through_their_causes():
     assert is_storage_full(StorageFull("x"))
     assert says_no_space("pyarrow: IOError: [Errno 28] Error writing bytes to file")
     assert not is_storage_full(RuntimeError("loss is NaN")) and not is_storage_full(None)
+
+
+def test_a_finished_phase_drops_the_checkpoints_of_trials_its_saved_state_never_named(tmp_path):
+    """A trial Tune created after its last state save (the save a full disk refused) has a
+    folder and a checkpoint that no saved trial points to: a finished phase keeps neither
+    checkpoint, and keeps the trials' results."""
+    phase = tmp_path / "explore"
+    for trial in ("saved_00000", "after_the_last_save_00001"):
+        (phase / trial / "checkpoint_000000").mkdir(parents=True)
+        (phase / trial / "checkpoint_000000" / "state.pt").write_bytes(b"x" * 1000)
+        (phase / trial / "result.json").write_text("{}")
+    (phase / "experiment_state-2026-01-01_00-00-00.json").write_text("{}")
+    folders = _trial_folders(pafs.LocalFileSystem(), str(phase))
+    assert sorted(os.path.basename(path) for _, path in folders) == [
+        "after_the_last_save_00001", "saved_00000"
+    ]  # fmt: skip
+    _drop_checkpoints("explore", folders)
+    assert sorted(p.relative_to(phase).as_posix() for p in phase.rglob("*")) == [
+        "after_the_last_save_00001", "after_the_last_save_00001/result.json",
+        "experiment_state-2026-01-01_00-00-00.json", "saved_00000", "saved_00000/result.json",
+    ]  # fmt: skip
+    assert _trial_folders(pafs.LocalFileSystem(), str(tmp_path / "never_started")) == []
 
 
 def test_a_damaged_experiment_state_is_refused_in_one_line_not_restarted(tmp_path):

@@ -37,8 +37,10 @@ def test_a_worker_runs_trial_after_trial_and_imports_once(finished_study):
         assert len(by_worker) <= 2 < len(firsts), (name, sorted(by_worker))
         if name == "explore":  # an ASHA-paused seed resumes wherever a worker is free
             continue
+        # a worker may run one trial while the other runs the rest (its cold trial ran
+        # longer); each worker that ran several paid its imports for the first one only
         for pid, trials in by_worker.items():
             cold, *warm = (t["time_total_s"] for t in trials)
             # the worker's first trial imported torch and transformers before it reported;
             # the later ones found them imported
-            assert warm and all(w < cold for w in warm), (name, pid, cold, warm)
+            assert all(w < cold for w in warm), (name, pid, cold, warm)

@@ -14,7 +14,8 @@ one line and exits 2, before anything else. On one with CUDA, four parts, in ord
           study file with `resources.gpu=1`, so `device: cuda` and bf16 as a cluster trial
           gets them. Its wall time (set-up apart), final dev and test F1 and peak memory.
   steps   the same trial's training steps alone: the first step (CUDA's start-up, kernel
-          choice, the allocator's first blocks) timed apart, then steps for --seconds. Step
+          choice, the allocator's first blocks) and the rest of the first epoch (new padded
+          widths, new kernel shapes) timed apart, then steps for --seconds. Step
           time (median), real and padded tokens/s, model FLOP utilisation and peak memory.
           MFU = 6·N·real tokens per second / the GPU's peak dense bf16 FLOP/s, with N the
           trainable parameters outside embedding tables (bench/cpu_utilisation.py's N: a
@@ -216,6 +217,12 @@ def measure_steps(config: dict, seconds: float, ready: Path | None, go: Path | N
     started = synced()
     trial._train_step(next(stream))
     first_step_s = synced() - started
+    # The rest of the first epoch is warm-up too, timed apart: each new padded width brings
+    # new kernel shapes (CUDA loads kernels lazily and cuBLAS picks one per shape), and
+    # on an H200 the first ~100 steps ran 5-10 times slower than the later ones.
+    for _ in range(trial.batches_per_epoch - 1):
+        trial._train_step(next(stream))
+    warm_up_s = synced() - started - first_step_s
     if ready is not None and go is not None:
         ready.touch()
         _wait_for(go, READY_TIMEOUT_S)
@@ -230,7 +237,8 @@ def measure_steps(config: dict, seconds: float, ready: Path | None, go: Path | N
         if now - began >= seconds:
             break
     elapsed = last - began
-    return {"first_step_s": first_step_s, "steps": len(times), "seconds": elapsed,
+    return {"first_step_s": first_step_s, "warm_up_s": warm_up_s,
+            "warm_up_steps": trial.batches_per_epoch - 1, "steps": len(times), "seconds": elapsed,
             "step_ms": 1000 * statistics.median(times), "real_tps": real / elapsed,
             "padded_tps": padded / elapsed, "device": str(trial.device),
             "precision": trial.precision, **parameter_counts(trial.model),
@@ -392,7 +400,8 @@ def print_trial(r: dict) -> None:
 def print_steps(r: dict, peak: float | None) -> None:
     mfu = (f"{model_flop_utilisation(r['params_non_embedding'], r['real_tps'], peak):.3f}"
            if peak else "? (no peak: --peak-tflops)")  # fmt: skip
-    print(f"  steps alone: first step {r['first_step_s']:.2f} s (apart); then {r['steps']} "
+    print(f"  steps alone: first step {r['first_step_s']:.2f} s, the rest of the first epoch "
+          f"({r['warm_up_steps']} steps) {r['warm_up_s']:.1f} s (both apart); then {r['steps']} "
           f"steps in {r['seconds']:.1f} s: step {r['step_ms']:.1f} ms (median), "
           f"{r['real_tps']:.0f} real tokens/s ({r['padded_tps']:.0f} padded)")  # fmt: skip
     print(f"  MFU (6 x {r['params_non_embedding'] / 1e6:.2f}M non-embedding params x real "

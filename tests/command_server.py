@@ -42,6 +42,7 @@ wait4, and its RSS as it started; 0 inline) and `cpu_s` (the command's CPU time)
 
 from __future__ import annotations
 
+import ast
 import atexit
 import base64
 import contextlib
@@ -104,14 +105,13 @@ class Main:
     """MODULE's code, compiled once, run as `python -m MODULE` runs it."""
 
     def __init__(self, name: str) -> None:
-        importlib.import_module(name)  # its dependencies, imported once for every command
-        # the module itself is not imported in a `python -m` process (it is `__main__`)
-        del sys.modules[name]
-        package, _, leaf = name.rpartition(".")
-        if package and hasattr(sys.modules[package], leaf):
-            delattr(sys.modules[package], leaf)
-        self.spec = importlib.util.find_spec(name)
-        self.code = self.spec.loader.get_code(name)
+        self.spec = importlib.util.find_spec(name)  # imports its packages, as `python -m` does
+        source = self.spec.loader.get_source(name)
+        # its dependencies, imported once for every command; the module itself is not
+        # imported (in a `python -m` process it is `__main__` alone)
+        for dependency in _top_level_imports(source):
+            importlib.import_module(dependency)
+        self.code = compile(source, self.spec.origin, "exec", dont_inherit=True)
 
     def __call__(self) -> None:
         module = types.ModuleType("__main__")
@@ -119,13 +119,19 @@ class Main:
             __file__=self.spec.origin, __cached__=None, __loader__=self.spec.loader,
             __package__=self.spec.parent, __spec__=self.spec, __builtins__=__builtins__,
         )  # fmt: skip
-        saved = sys.modules["__main__"]
-        sys.modules["__main__"] = module
         sys.argv[0] = self.spec.origin
-        try:
-            exec(self.code, module.__dict__)
-        finally:
-            sys.modules["__main__"] = saved
+        exec(self.code, module.__dict__)
+
+
+def _top_level_imports(source: str) -> list[str]:
+    """The absolute modules a module's own statements import (`import x`, `from x import y`)."""
+    names: list[str] = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return [name for name in names if name != "__future__"]
 
 
 def _status(run) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,17 @@ def _environment_restored():
     yield
     os.environ.clear()
     os.environ.update(before)
+
+
+@pytest.fixture
+def forget_modules():
+    """Names of modules a test imports from its own temporary files (a report section of its
+    making, say): forgotten after the test, so no later test finds them imported. The one
+    place tests edit `sys.modules`."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        sys.modules.pop(name, None)
 
 
 @pytest.fixture(scope="session")

@@ -37,15 +37,12 @@ def test_the_shipped_sections_in_their_order():
 
 
 @pytest.fixture
-def extra_section(tmp_path, monkeypatch):
+def extra_section(tmp_path, monkeypatch, forget_modules):
     folder = tmp_path / "more_sections"
     folder.mkdir()
     (folder / "share_completed.py").write_text(textwrap.dedent(EXTRA))
     monkeypatch.setattr(sections, "__path__", [*sections.__path__, str(folder)])
-    yield
-    import sys
-
-    sys.modules.pop("study.report.sections.share_completed", None)
+    forget_modules.append("study.report.sections.share_completed")
 
 
 def test_a_new_module_is_a_new_section_of_the_page_and_a_csv(extra_section, tmp_path, monkeypatch):

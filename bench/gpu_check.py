@@ -220,7 +220,8 @@ def measure_steps(config: dict, seconds: float, ready: Path | None, go: Path | N
     # The rest of the first epoch is warm-up too, timed apart: each new padded width brings
     # new kernel shapes (CUDA loads kernels lazily and cuBLAS picks one per shape), and
     # on an H200 the first ~100 steps ran 5-10 times slower than the later ones.
-    for _ in range(trial.batches_per_epoch - 1):
+    warm_up_steps = trial.batches_per_epoch - 1
+    for _ in range(warm_up_steps):
         trial._train_step(next(stream))
     warm_up_s = synced() - started - first_step_s
     if ready is not None and go is not None:
@@ -238,7 +239,7 @@ def measure_steps(config: dict, seconds: float, ready: Path | None, go: Path | N
             break
     elapsed = last - began
     return {"first_step_s": first_step_s, "warm_up_s": warm_up_s,
-            "warm_up_steps": trial.batches_per_epoch - 1, "steps": len(times), "seconds": elapsed,
+            "warm_up_steps": warm_up_steps, "steps": len(times), "seconds": elapsed,
             "step_ms": 1000 * statistics.median(times), "real_tps": real / elapsed,
             "padded_tps": padded / elapsed, "device": str(trial.device),
             "precision": trial.precision, **parameter_counts(trial.model),

@@ -93,6 +93,14 @@ class StudyStore:
         return f"{study}/{names[-1]}" if names else None
 
 
+def trial_folders(fs: pafs.FileSystem, experiment: str) -> list[tuple[pafs.FileSystem, str]]:
+    """An experiment's trial folders as they are on its storage, whether or not Tune's saved
+    state names them: a trial Tune created after the state's last save (the save that a full
+    disk refused) has a folder, and maybe a checkpoint, that no saved trial points to."""
+    listing = fs.get_file_info(pafs.FileSelector(experiment, allow_not_found=True))
+    return [(fs, info.path) for info in listing if info.type == pafs.FileType.Directory]
+
+
 def drop_checkpoints(fs: pafs.FileSystem, trial_dir: str) -> int:
     """Delete a finished trial's checkpoint folders; the bytes freed. Checkpoints exist only
     to resume a trial, and its results live in MLflow and in the trial's result files."""

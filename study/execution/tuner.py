@@ -23,7 +23,7 @@ from ray.tune.logger import JsonLoggerCallback
 from study.execution.context import PhaseContext
 from study.execution.saved_state import check_restorable, has_saved_state
 from study.execution.settings_guard import SettingsGuard, hide_refused_tracebacks
-from study.execution.storage import drop_checkpoints
+from study.execution.storage import drop_checkpoints, trial_folders
 from study.execution.storage_guard import StorageGuard
 from study.execution.storage_outage import OutageGuard
 from study.progress.callback import ProgressCallback
@@ -177,7 +177,7 @@ def run_experiment(context: PhaseContext, name: str, searcher, scheduler, n_tria
     done = ended >= n_trials and not stopped_live
     if done:  # every trial folder, also one Tune made after its last save (a full disk)
         store = context.store
-        _drop_checkpoints(name, _trial_folders(store.fs, store.fs_path(context.study_dir, name)))
+        _drop_checkpoints(name, trial_folders(store.fs, store.fs_path(context.study_dir, name)))
     else:
         _drop_checkpoints(name, [trial_folder(t) for t in saved if t.status in FINISHED])
     return done
@@ -212,14 +212,6 @@ def saved_trials(experiment: str) -> list:
             return tune.ExperimentAnalysis(experiment).trials
         except ValueError:  # interrupted before Tune saved anything: nothing finished
             return []
-
-
-def _trial_folders(fs: pafs.FileSystem, experiment: str) -> list[tuple[pafs.FileSystem, str]]:
-    """The experiment's trial folders as they are on its storage, whether or not Tune's saved
-    state names them: a trial Tune created after the state's last save (the save that a full
-    disk refused) has a folder, and maybe a checkpoint, that no saved trial points to."""
-    listing = fs.get_file_info(pafs.FileSelector(experiment, allow_not_found=True))
-    return [(fs, info.path) for info in listing if info.type == pafs.FileType.Directory]
 
 
 def _drop_checkpoints(phase: str, folders: list[tuple[pafs.FileSystem, str]]) -> None:

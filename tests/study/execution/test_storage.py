@@ -23,13 +23,14 @@ from study.execution.saved_state import (
     damaged_state,
     has_saved_state,
 )
+from study.execution.storage import trial_folders
 from study.execution.storage_guard import (
     StorageFull,
     is_storage_full,
     no_space_reason,
     says_no_space,
 )
-from study.execution.tuner import _drop_checkpoints, _trial_folders
+from study.execution.tuner import _drop_checkpoints
 from study.names import DRIVERS_TAG
 from tests.study_helpers import REPO, runs_by_kind, study_command, write_study
 from trainables.errors import UserInputError
@@ -77,7 +78,7 @@ def test_a_finished_phase_drops_the_checkpoints_of_trials_its_saved_state_never_
         (phase / trial / "checkpoint_000000" / "state.pt").write_bytes(b"x" * 1000)
         (phase / trial / "result.json").write_text("{}")
     (phase / "experiment_state-2026-01-01_00-00-00.json").write_text("{}")
-    folders = _trial_folders(pafs.LocalFileSystem(), str(phase))
+    folders = trial_folders(pafs.LocalFileSystem(), str(phase))
     assert sorted(os.path.basename(path) for _, path in folders) == [
         "after_the_last_save_00001", "saved_00000"
     ]  # fmt: skip
@@ -86,7 +87,7 @@ def test_a_finished_phase_drops_the_checkpoints_of_trials_its_saved_state_never_
         "after_the_last_save_00001", "after_the_last_save_00001/result.json",
         "experiment_state-2026-01-01_00-00-00.json", "saved_00000", "saved_00000/result.json",
     ]  # fmt: skip
-    assert _trial_folders(pafs.LocalFileSystem(), str(tmp_path / "never_started")) == []
+    assert trial_folders(pafs.LocalFileSystem(), str(tmp_path / "never_started")) == []
 
 
 def test_a_damaged_experiment_state_is_refused_in_one_line_not_restarted(tmp_path):

@@ -22,6 +22,16 @@ sums, so a steady drift weighs on both sides alike.
     ./with-venv python bench/study_overhead.py [--trials-per-arm 3]
     ./with-venv python bench/study_overhead.py --rounds 2   # plain, study, study, plain
     ./with-venv python bench/study_overhead.py --fraction 0.3 --eval-every 0   # ~70 s trials
+    ./with-venv python bench/study_overhead.py --explore --rounds 3   # explore and confirm
+
+`--explore` measures a study of both phases, shaped like `ner_depth`'s searched design at a
+reduced budget (issue 51, item 2; issue 47, item 3): explore trains 2 lrs per arm (given as
+`start_from`, so the plain side knows them) on 2 seeds without ASHA, confirm the best lr of
+each arm on `--trials-per-arm` held-out seeds. The plain side trains the same trials, explore's
+and the lrs confirm chose (read from the first study's store). The sides alternate study,
+plain, plain, study, study, plain, ...: `--rounds` pairs, each study beside the plain run next
+to it, the spread of their ratios printed. It also prints explore's trial-seconds per
+trial-epoch over confirm's, from the study's own trials (target <= 1.10).
 """
 
 from __future__ import annotations
@@ -40,8 +50,9 @@ from pathlib import Path
 import yaml
 from support import machine_line
 
-from study.plan import make_plan
+from study.plan import make_plan, trial_config
 from study.precision import resolved_precision
+from study.results import load_trials
 from study.search import confirm_configs
 from study.spec import StudySpec, load_study
 
@@ -55,17 +66,30 @@ def default_profile_settings(spec: StudySpec) -> dict:
     return {**spec.fixed, "data_fraction": spec.grid["data_fraction"][0]}
 
 
-def study_file(folder: Path, seeds: int, settings: dict) -> Path:
+EXPLORE_LRS = (1.0e-4, 1.78e-4)  # explore's samples: known, so the plain side trains them too
+EXPLORE_SEEDS = 2
+
+
+def study_file(folder: Path, seeds: int, settings: dict, explore: bool = False) -> Path:
     study = {
         "description": "orchestration overhead benchmark",
         "model": "minilm",
         "data": {"embedded": "wnut16"},
         "grid": {"depth": ["full", "full-1"]},
-        "fixed": {"lr": 1.0e-4, **settings},
+        "fixed": {**settings, "lr": 1.0e-4},
         "seeds": seeds,
         "phases": {"confirm": {"select": [{}], "seeds": seeds}},
         "resources": {"cpu": 1, "gpu": 0},
     }
+    if explore:
+        study["fixed"].pop("lr")
+        study["search"] = {"lr": {"type": "loguniform", "low": min(EXPLORE_LRS),
+                                  "high": max(EXPLORE_LRS)}}  # fmt: skip
+        starts = [{"lr": lr} for lr in EXPLORE_LRS]
+        study["phases"] = {
+            "explore": {"samples": len(starts), "seeds": EXPLORE_SEEDS, "start_from": starts},
+            "confirm": {"select": "best", "seeds": seeds},
+        }
     path = folder / "overhead.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False))
     return path
@@ -94,6 +118,37 @@ def _spread(values: list[float]) -> str:
     return f"median {statistics.median(values):.0f} (range {min(values):.0f}-{max(values):.0f})"
 
 
+def explore_configs(spec: StudySpec) -> list[dict]:
+    """Explore's trials as the study runs them: each arm, each known lr, each explore seed."""
+    assert spec.explore is not None
+    return [trial_config(spec, arm, {"lr": lr}, seed)
+            for arm in make_plan(spec).arms for lr in EXPLORE_LRS
+            for seed in spec.explore.seeds]  # fmt: skip
+
+
+def chosen_lrs(folder: Path, study: str) -> dict[str, list[dict]]:
+    """The lr confirm ran for each arm in the study whose store is in `folder`."""
+    trials = load_trials(f"sqlite:///{folder / 'mlflow.db'}", study)
+    confirm = trials[trials.phase == "confirm"]
+    return {arm: [{"lr": float(rows.lr.iloc[0])}] for arm, rows in confirm.groupby("arm")}
+
+
+def phase_cost(storage: Path) -> dict[str, float]:
+    """Per phase, the trial-seconds per trial-epoch inside Ray: the sum of each trial's
+    time_total_s over the sum of the epochs it trained (its last result's)."""
+    out = {}
+    for phase in ("explore", "confirm"):
+        seconds = epochs = 0.0
+        for result in storage.glob(f"*/*/{phase}/*/result.json"):
+            rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+            if rows:
+                seconds += rows[-1]["time_total_s"]
+                epochs += rows[-1]["epoch"]
+        if epochs:
+            out[phase] = seconds / epochs
+    return out
+
+
 def study_wall(path: Path, folder: Path, concurrency: int) -> float:
     """Wall time of `study.run` on the study file, its state and reports under `folder`."""
     folder.mkdir()
@@ -116,7 +171,7 @@ def study_wall(path: Path, folder: Path, concurrency: int) -> float:
 def trial_time_sum(storage: Path) -> float:
     """Each trial's own time as Tune measured it (its last result's time_total_s)."""
     total, speeds = 0.0, []
-    for result in storage.glob("*/*/confirm/*/result.json"):
+    for result in storage.glob("*/*/*/*/result.json"):
         rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
         total += rows[-1]["time_total_s"] if rows else 0.0
         speeds += [r["train_tokens_per_s"] for r in rows if "train_tokens_per_s" in r]
@@ -137,7 +192,7 @@ def timeline(log: str, clock: float, wall: float) -> str:
             continue
         h, m, sec, text = found.groups()
         at = (int(h) * 3600 + int(m) * 60 + int(sec) - launched) % 86400
-        if text.startswith("phase confirm:") and stamps["phase"] is None:
+        if text.startswith("phase ") and stamps["phase"] is None:
             stamps["phase"] = at
         if text.startswith("trial finished:"):
             stamps["last"] = at
@@ -150,15 +205,20 @@ def timeline(log: str, clock: float, wall: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--trials-per-arm", type=int, default=3, help="seeds per arm")
+    parser.add_argument("--trials-per-arm", type=int, default=3, help="confirm seeds per arm")
     parser.add_argument("--fraction", type=float, help="training data fraction")
     parser.add_argument("--epochs", type=int)
+    parser.add_argument("--steps", type=int, help="optimizer steps per trial (budget: steps)")
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--eval-every", type=int, help="steps between evaluations (0: per epoch)")
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument(
-        "--rounds", type=int, choices=[1, 2], default=1,
-        help="2: plain, study, study, plain, so a machine drifting in speed weighs on both alike",
+        "--explore", action="store_true", help="a study of explore (2 lrs, 2 seeds) and confirm"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="pairs: 2 runs plain, study, study, plain (explore: study first), so a machine "
+        "drifting in speed weighs on both alike",
     )  # fmt: skip
     parser.add_argument("--study-only", action="store_true", help="skip the plain run (no ratio)")
     args = parser.parse_args()
@@ -168,38 +228,72 @@ def main() -> None:
     given = {"data_fraction": args.fraction, "epochs": args.epochs,
              "batch_size": args.batch_size, "eval_every": args.eval_every}  # fmt: skip
     settings.update({k: v for k, v in given.items() if v is not None})
+    if args.steps:
+        settings["budget"] = {"steps": args.steps}
     if not settings["eval_every"]:
         settings.pop("eval_every")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        path = study_file(folder, args.trials_per_arm, settings)
+        path = study_file(folder, args.trials_per_arm, settings, args.explore)
         spec = load_study(str(path), "default")
         plan = make_plan(spec)
         chosen = {arm.id: [{}] for arm in plan.arms}
-        configs = [c["trial"] for c in confirm_configs(spec, plan.arms, chosen)]
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(settings.items()))
-        print(f"{len(configs)} trials of MiniLM on WNUT-16 ({shown}), {args.concurrency} at a time")
+        explored = explore_configs(spec) if args.explore else []
+        configs = explored + [c["trial"] for c in confirm_configs(spec, plan.arms, chosen)]
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(settings.items()) if k != "lr")
+        phases = f"{len(explored)} explore + " if explored else ""
+        print(f"{phases}{len(configs) - len(explored)} confirm trials of MiniLM on WNUT-16 "
+              f"({shown}), {args.concurrency} at a time")  # fmt: skip
         if args.study_only:
             study_wall(path, folder / "study", args.concurrency)
             return
-        order = ["plain", "study", "study", "plain"] if args.rounds == 2 else ["plain", "study"]
+        order = sides(args.rounds, study_first=args.explore)
         walls: dict[str, list[float]] = {"plain": [], "study": []}
+        costs: list[dict[str, float]] = []
         for n, side in enumerate(order):
             if side == "plain":
                 wall, trial_sum = plain_wall(configs, args.concurrency)
                 print(f"plain trainables: wall {wall:.1f} s (sum of trial times {trial_sum:.1f} s)")
             else:
                 wall = study_wall(path, folder / f"study{n}", args.concurrency)
+                costs.append(phase_cost(folder / f"study{n}" / "ray"))
+                if explored:
+                    picked = chosen_lrs(folder / f"study{n}", path.stem)
+                    if n == 0:
+                        confirmed = confirm_configs(spec, plan.arms, picked)
+                        configs = explored + [c["trial"] for c in confirmed]
+                        chosen = picked
+                    elif picked != chosen:
+                        print(f"this study chose {picked}, the first {chosen}: not the same work")
             walls[side].append(wall)
-        plain, study = sum(walls["plain"]), sum(walls["study"])
-        extra = (study - plain) / len(walls["study"])
-        print(f"study adds {extra:.1f} s a run, {extra / len(configs):.1f} s per trial")
-        if len(walls["plain"]) > 1:
-            rounds = ", ".join(
-                f"{s / p:.3f}" for s, p in zip(walls["study"], walls["plain"], strict=True)
-            )
-            print(f"study / plain, each study beside the plain run next to it: {rounds}")
-        print(f"overhead ratio study / plain: {study / plain:.3f} (target <= 1.05)")
+        summarize(walls, len(configs), costs)
+
+
+def sides(rounds: int, study_first: bool) -> list[str]:
+    """The order of the runs: pairs alternating which side comes first (ABBA...), the study
+    first when the plain side needs to know what it chose."""
+    first, second = ("study", "plain") if study_first else ("plain", "study")
+    return [side for n in range(rounds) for side in ((first, second) if n % 2 == 0
+                                                      else (second, first))]  # fmt: skip
+
+
+def summarize(walls: dict[str, list[float]], trials: int, costs: list[dict[str, float]]) -> None:
+    plain, study = sum(walls["plain"]), sum(walls["study"])
+    extra = (study - plain) / len(walls["study"])
+    print(f"study adds {extra:.1f} s a run, {extra / trials:.1f} s per trial")
+    ratios = [s / p for s, p in zip(walls["study"], walls["plain"], strict=True)]
+    if len(ratios) > 1:
+        print(f"study / plain, each study beside the plain run next to it: "
+              f"{', '.join(f'{r:.3f}' for r in ratios)} (range {min(ratios):.3f}-"
+              f"{max(ratios):.3f})")  # fmt: skip
+    print(f"overhead ratio study / plain: {study / plain:.3f} (target <= 1.05)")
+    per_epoch = [c["explore"] / c["confirm"] for c in costs if {"explore", "confirm"} <= set(c)]
+    if per_epoch:
+        shown = ", ".join(
+            f"{c['explore']:.1f} / {c['confirm']:.1f} s = {c['explore'] / c['confirm']:.3f}"
+            for c in costs
+        )
+        print(f"explore's trial-seconds per trial-epoch over confirm's: {shown} (target <= 1.10)")
 
 
 if __name__ == "__main__":

@@ -36,8 +36,26 @@ def measure(
     """One row per arm and quantity: its value on the grid's seeds and its bootstrap standard
     error (seeds drawn with replacement `resamples` times). `lr_index`: the grid lr per arm."""
     arms = range(len(last.arms))
-    test_last = np.array([last.test[i, lr_index[i]] for i in arms])
-    test_best = np.array([best.test[i, lr_index[i]] for i in arms])
+    return measure_scores(
+        last.arms,
+        [float(last.lrs[lr_index[i]]) for i in arms],
+        np.array([last.test[i, lr_index[i]] for i in arms]),
+        np.array([best.test[i, lr_index[i]] for i in arms]),
+        resamples,
+        rng,
+    )
+
+
+def measure_scores(
+    arms: list[str],
+    lrs: list[float],
+    test_last: np.ndarray,
+    test_best: np.ndarray,
+    resamples: int,
+    rng: np.random.Generator,
+) -> pd.DataFrame:
+    """`measure` on [arm, seed] test scores under each rule, the seeds paired across arms (a
+    study's confirm trials as well as a grid's points)."""
     point = _stats(test_last, test_best)
     seeds = test_last.shape[1]
     draws = [_stats(test_last[:, d], test_best[:, d])
@@ -46,6 +64,6 @@ def measure(
     for key, value in point.items():
         quantity, _, arm = key.rpartition("_")
         spread = np.nanstd([d[key] for d in draws], ddof=1)
-        rows.append({"arm": last.arms[int(arm)], "lr": float(last.lrs[lr_index[int(arm)]]),
-                     "quantity": quantity, "value": value, "se": float(spread)})  # fmt: skip
+        rows.append({"arm": arms[int(arm)], "lr": lrs[int(arm)], "quantity": quantity,
+                     "value": value, "se": float(spread)})  # fmt: skip
     return pd.DataFrame(rows)

@@ -159,3 +159,32 @@ def test_the_command_replays_the_ledgers_and_refuses_a_grid_without_test_curves(
     bare = _ledgers(tmp_path / "bare", curves, with_test=False)
     assert search_tabular.main(["--ledger", str(bare), "--out", str(out)]) == 2
     assert search_tabular.RETRAIN in capsys.readouterr().out
+
+
+def test_a_studys_confirm_trials_give_each_rules_scores_paired_by_seed():
+    """bench/checkpoint_choice.py: one lr per arm, as a study runs it. Each trial's kept test
+    score is found here straight from its rows (the last row; the row of highest dev), and the
+    paired sd against numpy on those."""
+    import checkpoint_choice
+
+    curves = _curves(noise=0.03, seed=3)
+    one_lr = {"depth=5": LRS[3], "depth=6": LRS[4]}  # each arm its own lr
+    study = curves[[one_lr[a] == lr for a, lr in zip(curves.arm, curves.lr, strict=True)]]
+    study = study[study.seed != 1005]  # one arm ...
+    extra = curves[(curves.arm == "depth=6") & (curves.lr == LRS[4]) & (curves.seed == 1005)]
+    study = pd.concat([study, extra])  # ... ran a seed the other did not: left out
+    arms, lrs, seeds, scores = checkpoint_choice.scores_by_rule(
+        study, "dev_f1", "eval_test_f1", 1.0
+    )
+    assert seeds == SEEDS[:-1] and lrs == [one_lr[a] for a in arms]
+    for i, arm in enumerate(arms):
+        for k, seed in enumerate(seeds):
+            rows = study[(study.arm == arm) & (study.seed == seed)].sort_values("evaluation")
+            assert scores["last"][i, k] == rows.eval_test_f1.iloc[-1]
+            assert scores["best"][i, k] == rows.eval_test_f1.loc[rows.dev_f1.idxmax()]
+    assert not np.array_equal(scores["last"], scores["best"])
+    table = tabular_checkpoint.measure_scores(
+        arms, lrs, scores["last"], scores["best"], 200, np.random.default_rng(0)
+    )
+    pair = table[(table.quantity == "best_pair_sd")].value.iloc[0]
+    assert pair == pytest.approx(np.std(scores["best"][1] - scores["best"][0], ddof=1))

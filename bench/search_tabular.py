@@ -62,6 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rule", choices=RULES, default="last",
                    help="the checkpoint that scores test in the contenders' replay")  # fmt: skip
     p.add_argument("--resamples", type=int, default=2000, help="bootstrap draws (checkpoint)")
+    p.add_argument("--kept-only", action="store_true",
+                   help="replay at the grid's own budget from the trials ledger alone: each grid "
+                   "trial's kept checkpoint (dev and test as it ended), no test curve needed; "
+                   "no budget below the grid's and no checkpoint measurement")  # fmt: skip
     p.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "search_tabular")
     args = p.parse_args(argv)
     if args.repetitions < 2 or args.samples < 1 or args.explore_seeds < 1:
@@ -75,14 +79,36 @@ def say(text: str) -> None:
     print(f"search_tabular: {text}", flush=True)
 
 
-def grid_evaluations(args) -> pd.DataFrame | None:
-    """The grid's completed trials' evaluations with their arm, lr and seed, or None (said why)
-    where the ledgers hold no grid with test curves."""
+def grid_trials(args) -> pd.DataFrame:
+    """The grid's completed trials in the trials ledger, one per grid point and key (a point
+    trained again keeps its latest row)."""
     trials = search_ledger.read(args.ledger)
     trials = trials[(trials.study == args.study) & (trials.cache_tag == reference.KEY_TAG)]
     trials = trials[(trials.phase == "confirm") & (trials.status == "completed")]
-    # one trial per grid point and key: a point trained again keeps its latest in the ledger
-    trials = trials.drop_duplicates(["cache_value", "arm", "lr", "seed"], keep="last")
+    return trials.drop_duplicates(["cache_value", "arm", "lr", "seed"], keep="last")
+
+
+def kept_grid(args) -> Grid | None:
+    """The grid from its trials alone: each trial's kept checkpoint (its final dev, signed, and
+    test) and the epochs it trained; None (said why) when the ledger holds no single grid."""
+    trials = grid_trials(args)
+    keys = [args.key] if args.key else sorted(trials.cache_value.unique())
+    if len(keys) != 1 or keys[0] not in set(trials.cache_value):
+        say(f"{args.ledger} holds {len(keys)} grid keys ({', '.join(keys) or 'none'}); give "
+            "--key")  # fmt: skip
+        return None
+    rows = trials[trials.cache_value == keys[0]]
+    sign = 1.0 if args.mode == "max" else -1.0
+    values = pd.DataFrame({"arm": rows.arm, "lr": rows.lr.astype(float),
+                           "seed": rows.seed.astype(int), "dev": sign * rows[args.metric],
+                           "test": rows[args.primary], "epochs": rows.epoch})  # fmt: skip
+    return as_grid(values)
+
+
+def grid_evaluations(args) -> pd.DataFrame | None:
+    """The grid's completed trials' evaluations with their arm, lr and seed, or None (said why)
+    where the ledgers hold no grid with test curves."""
+    trials = grid_trials(args)
     test = evaluations.curve_names(args.metric, args.primary)[-1]
     names = [args.metric, test]
     curves = evaluations.read(evaluations.path_beside(args.ledger), names)
@@ -148,8 +174,31 @@ def summarize(reps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def replay_kept(args) -> int:
+    """`--kept-only`: the contenders at the grid's own budget, test on each trial's kept
+    checkpoint (under until_plateau the best dev evaluation's weights)."""
+    grid = kept_grid(args)
+    if grid is None:
+        return 2
+    design = contenders.Design(args.samples, args.explore_seeds, args.confirm_seeds,
+                               space_of(grid, args.range))  # fmt: skip
+    say(f"the grid's own budget, each trial's kept checkpoint: {len(grid.arms)} arms x "
+        f"{len(grid.lrs)} lrs x {len(grid.seeds)} seeds; seeds drawn with replacement; "
+        f"{args.repetitions} repetitions")  # fmt: skip
+    reps = replay(grid, design, args.contenders, args.repetitions)
+    table = summarize(reps)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    reps.to_csv(args.out / "repetitions_kept.csv", index=False)
+    table.to_csv(args.out / "contenders_kept.csv", index=False)
+    say(f"written to {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.kept_only:
+        return replay_kept(args)
     joined = grid_evaluations(args)
     if joined is None:
         return 2

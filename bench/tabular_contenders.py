@@ -10,7 +10,11 @@ one study's trial-epochs on choosing each arm's lr and then confirming the arms'
 - `peak_model`: `samples` random lrs per arm on the explore seeds, the lr read off the study's
   peak model (`select: model`, study/search/_peak_model.py) fitted through every explore trial;
 - `more_seeds`: no explore; a random lr per arm, and the trial-epochs today's explore would
-  spend on average go to confirm seeds instead.
+  spend on average go to confirm seeds instead;
+- `grid_lr`: what `ner_depth`'s default profile ships: no explore, one lr for every arm fixed
+  at the grid's own best (pooled over the arms, inside the space), and explore's trial-epochs
+  go to confirm seeds as in `more_seeds`. Its regret is in-sample (the grid chose the lr on the
+  seeds that score it), so it is a floor, and the grid it needs is paid once, not per study.
 
 A repetition draws every seed anew from the grid's seeds, with replacement (explore seeds per
 sample, confirm seeds once for all arms, so confirm stays paired), from a random stream of its
@@ -32,7 +36,7 @@ from tabular_grid import Grid, at_lr
 
 from study.search._peak_model import fit_peaks
 
-NAMES = ("explore", "random_lr", "peak_model", "more_seeds")
+NAMES = ("explore", "random_lr", "peak_model", "more_seeds", "grid_lr")
 
 
 @dataclass(frozen=True)
@@ -124,10 +128,20 @@ def explore_cost(grid: Grid, design: Design) -> float:
     return design.samples * design.explore_seeds * len(grid.arms) * per_trial
 
 
-def more_seeds(grid: Grid, design: Design, rng: np.random.Generator) -> Choice:
-    chosen = random_lr(grid, design, rng).lrs
+def _bought_seeds(grid: Grid, design: Design) -> int:
+    """The confirm seeds today's explore's trial-epochs would buy instead."""
     per_seed = len(grid.arms) * float(grid.epochs[:, design.space, :].mean())
-    return Choice(chosen, 0.0, int(explore_cost(grid, design) // per_seed))
+    return int(explore_cost(grid, design) // per_seed)
+
+
+def more_seeds(grid: Grid, design: Design, rng: np.random.Generator) -> Choice:
+    return Choice(random_lr(grid, design, rng).lrs, 0.0, _bought_seeds(grid, design))
+
+
+def grid_lr(grid: Grid, design: Design, rng: np.random.Generator) -> Choice:
+    pooled = design.space[grid.mean_dev()[:, design.space].mean(axis=0).argmax()]
+    lrs = np.full(len(grid.arms), grid.lrs[pooled])
+    return Choice(lrs, 0.0, _bought_seeds(grid, design))
 
 
 CONTENDERS: dict[str, Callable[[Grid, Design, np.random.Generator], Choice]] = {
@@ -135,6 +149,7 @@ CONTENDERS: dict[str, Callable[[Grid, Design, np.random.Generator], Choice]] = {
     "random_lr": random_lr,
     "peak_model": peak_model,
     "more_seeds": more_seeds,
+    "grid_lr": grid_lr,
 }
 
 

@@ -188,3 +188,34 @@ def test_a_studys_confirm_trials_give_each_rules_scores_paired_by_seed():
     )
     pair = table[(table.quantity == "best_pair_sd")].value.iloc[0]
     assert pair == pytest.approx(np.std(scores["best"][1] - scores["best"][0], ddof=1))
+
+
+def test_kept_only_replays_each_grid_trials_final_scores_without_test_curves(tmp_path):
+    """`--kept-only`: the grid from the trials ledger alone (each trial's dev and test as it
+    ended) is the grid of each curve's last evaluation; the command replays every contender
+    on a ledger without test curves; `grid_lr` runs the grid's pooled best lr in every arm."""
+    curves = _curves()
+    last = curves.sort_values("evaluation").groupby("run_id").tail(1)
+    path = _ledgers(tmp_path, curves, with_test=False)
+    trials = search_ledger.read(path).drop(columns=["dev_f1", "test_f1", "epoch"])
+    ended = last.set_index("run_id")[["dev_f1", "eval_test_f1", "epoch"]]
+    trials = trials.join(ended, on="run_id").rename(columns={"eval_test_f1": "test_f1"})
+    search_ledger.write(path, trials)
+    args = search_tabular.parse_args(["--ledger", str(path), "--kept-only"])
+    kept, expected = search_tabular.kept_grid(args), _grid(curves, "last")
+    for name in ("dev", "test", "epochs"):
+        assert np.array_equal(getattr(kept, name), getattr(expected, name))
+    out = tmp_path / "out"
+    code = search_tabular.main(["--ledger", str(path), "--out", str(out), "--kept-only",
+                                "--repetitions", "10"])  # fmt: skip
+    assert code == 0
+    table = pd.read_csv(out / "contenders_kept.csv")
+    assert set(table.contender) == set(contenders.NAMES)
+    design = _design(kept)
+    choice = contenders.grid_lr(kept, design, np.random.default_rng(0))
+    pooled = kept.mean_dev().mean(axis=0).argmax()
+    assert (choice.lrs == kept.lrs[pooled]).all() and choice.explore_epochs == 0
+    assert (
+        choice.extra_seeds
+        == contenders.more_seeds(kept, design, np.random.default_rng(0)).extra_seeds
+    )

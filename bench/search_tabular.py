@@ -5,6 +5,7 @@ them; and, from the same curves, which checkpoint should score test (issue 47, i
 
     ./with-venv python bench/search_tabular.py                    # ner_depth's cached grid
     ./with-venv python bench/search_tabular.py --budget 4 6 8 --repetitions 1000
+    ./with-venv python bench/search_tabular.py --kept-only --range 1e-4 3e-4   # no test curves
 
 It reads the committed ledgers of bench/search_efficiency.py (the trials,
 bench/search_efficiency_trials.csv, and every evaluation of them,
@@ -18,6 +19,10 @@ replays: mean test regret, the primary interval's half-width, the trial-epochs s
 with its standard error over repetitions. Then the checkpoint measurement at each arm's grid
 answer (bench/tabular_checkpoint.py). A trial cut at a budget below the grid's is its curve up
 to there, with the grid's lr schedule (bench/tabular_grid.py): an approximation.
+
+`--kept-only` needs no test curve: it replays at the grid's own budget alone, from the trials
+ledger's final dev and test of each grid trial (the checkpoint the trial kept), and measures no
+checkpoint rule.
 """
 
 from __future__ import annotations
@@ -174,23 +179,28 @@ def summarize(reps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def replay_table(args, grid: Grid, label: str, tag: str) -> None:
+    """The contenders replayed on `grid`: their table printed, it and the repetitions written
+    as `contenders_<tag>.csv` and `repetitions_<tag>.csv`."""
+    design = contenders.Design(args.samples, args.explore_seeds, args.confirm_seeds,
+                               space_of(grid, args.range))  # fmt: skip
+    say(f"{label}: {len(grid.arms)} arms x {len(grid.lrs)} lrs x {len(grid.seeds)} seeds; seeds "
+        f"drawn with replacement; {args.repetitions} repetitions")  # fmt: skip
+    reps = replay(grid, design, args.contenders, args.repetitions)
+    table = summarize(reps)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    reps.to_csv(args.out / f"repetitions_{tag}.csv", index=False)
+    table.to_csv(args.out / f"contenders_{tag}.csv", index=False)
+
+
 def replay_kept(args) -> int:
     """`--kept-only`: the contenders at the grid's own budget, test on each trial's kept
     checkpoint (under until_plateau the best dev evaluation's weights)."""
     grid = kept_grid(args)
     if grid is None:
         return 2
-    design = contenders.Design(args.samples, args.explore_seeds, args.confirm_seeds,
-                               space_of(grid, args.range))  # fmt: skip
-    say(f"the grid's own budget, each trial's kept checkpoint: {len(grid.arms)} arms x "
-        f"{len(grid.lrs)} lrs x {len(grid.seeds)} seeds; seeds drawn with replacement; "
-        f"{args.repetitions} repetitions")  # fmt: skip
-    reps = replay(grid, design, args.contenders, args.repetitions)
-    table = summarize(reps)
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    args.out.mkdir(parents=True, exist_ok=True)
-    reps.to_csv(args.out / "repetitions_kept.csv", index=False)
-    table.to_csv(args.out / "contenders_kept.csv", index=False)
+    replay_table(args, grid, "the grid's own budget, each trial's kept checkpoint", "kept")
     say(f"written to {args.out}")
     return 0
 
@@ -211,21 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         last = as_grid(trial_values(joined, budget, "last", args.metric, test, sign))
         best = as_grid(trial_values(joined, budget, "best", args.metric, test, sign))
         kept = last if args.rule == "last" else best
-        design = contenders.Design(args.samples, args.explore_seeds, args.confirm_seeds,
-                                   space_of(kept, args.range))  # fmt: skip
-        say(f"budget {label}: {len(last.arms)} arms x {len(last.lrs)} lrs x {len(last.seeds)} "
-            f"seeds; seeds drawn with replacement; {args.repetitions} repetitions; test on the "
-            f"{args.rule} checkpoint")  # fmt: skip
-        reps = replay(kept, design, args.contenders, args.repetitions)
-        table = summarize(reps)
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        tag = "all" if budget is None else f"{budget:g}"
+        replay_table(args, kept, f"budget {label}, test on the {args.rule} checkpoint", tag)
         rng = np.random.default_rng([STREAM, 99])
         measured = checkpoint.measure(last, best, contenders.answers(last), args.resamples, rng)
         shown = measured.assign(lr=measured.lr.map(lambda lr: f"{lr:.3g}"))
         print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-        tag = "all" if budget is None else f"{budget:g}"
-        reps.to_csv(args.out / f"repetitions_{tag}.csv", index=False)
-        table.to_csv(args.out / f"contenders_{tag}.csv", index=False)
         measured.to_csv(args.out / f"checkpoint_{tag}.csv", index=False)
     say(f"written to {args.out}")
     return 0

@@ -17,6 +17,7 @@ from study.names import CONFIRM, DRAWN_BY, EXPLORE, factor_value
 from study.precision import resolved_precision
 from study.spec import StudySpec
 from study.spec.phases import MIN_ASHA_SAMPLES
+from study.spec.validated import CHECKPOINT_EVERY_S_DEFAULT
 from trainables.errors import printable
 from trainables.settings import BUDGET, INTERMEDIATE, stage_name
 
@@ -257,6 +258,7 @@ def make_plan(spec: StudySpec) -> StudyPlan:
         if asha and spec.explore.samples < MIN_ASHA_SAMPLES:
             pruning += (f"; with {spec.explore.samples} samples per arm (< {MIN_ASHA_SAMPLES}) "
                         "each rung's first sample goes on uncompared")  # fmt: skip
+        pruning += f"; {_checkpoint_cadence(checkpoint_every_s(spec, EXPLORE))}"
         plan.phases.append(
             PhasePlan(
                 EXPLORE,
@@ -277,7 +279,7 @@ def make_plan(spec: StudySpec) -> StudyPlan:
                 samples,
                 spec.confirm.seeds,
                 mean_epochs,
-                f"never pruned; {_checkpoint_cadence(spec.confirm.checkpoint_every_s)}",
+                f"never pruned; {_checkpoint_cadence(checkpoint_every_s(spec, CONFIRM))}",
                 spec.confirm.looks,
                 spec.confirm.data_seeds,
                 shared_steps(spec, plan.arms),
@@ -286,6 +288,18 @@ def make_plan(spec: StudySpec) -> StudyPlan:
     return plan
 
 
+def checkpoint_every_s(spec: StudySpec, phase: str) -> float:
+    """The least seconds between a trial's checkpoints in `phase`. 0 (one at every evaluation)
+    for explore's trials under ASHA, whose paused seeds resume from their last checkpoint;
+    otherwise `phases.confirm.checkpoint_every_s`: a trial never paused needs a checkpoint only
+    to bound what a crash or Ctrl-C retrains, and each one costs a write of the weights and the
+    optimizer state (explore's trials checkpointing at every evaluation cost half as much again
+    per epoch as confirm's)."""
+    if phase == EXPLORE and spec.explore is not None and spec.explore.asha:
+        return 0.0
+    return spec.confirm.checkpoint_every_s if spec.confirm else CHECKPOINT_EVERY_S_DEFAULT
+
+
 def _checkpoint_cadence(every_s: float) -> str:
-    """How often a confirm trial checkpoints, as the plan says it."""
+    """How often a trial checkpoints, as the plan says it."""
     return f"a checkpoint at most every {every_s:g} s" if every_s else "a checkpoint per evaluation"

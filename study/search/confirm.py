@@ -18,7 +18,7 @@ import numpy as np
 from ray.tune.search import Searcher
 
 from study.names import CHECKPOINT_EVERY_S, CONFIRM, STUDY_TAGS, TRIAL_CONFIG
-from study.plan import Arm, study_tags, trial_config
+from study.plan import Arm, checkpoint_every_s, study_tags, trial_config
 from study.search._peak_model import fit_peaks
 from study.search.saved import SavedSearcher
 from study.spec import StudySpec
@@ -139,7 +139,7 @@ def confirm_configs(
                         {
                             TRIAL_CONFIG: trial_config(spec, arm, params, seed, data_seed),
                             STUDY_TAGS: study_tags(CONFIRM, arm, index, seed, data_seed),
-                            CHECKPOINT_EVERY_S: spec.confirm.checkpoint_every_s,
+                            CHECKPOINT_EVERY_S: checkpoint_every_s(spec, CONFIRM),
                         }
                     )
     return configs

@@ -32,8 +32,8 @@ import optuna
 from optuna.trial import TrialState
 from ray.tune.search import Searcher
 
-from study.names import EXPLORE, STUDY_TAGS, TRIAL_CONFIG
-from study.plan import Arm, study_tags, trial_config
+from study.names import CHECKPOINT_EVERY_S, EXPLORE, STUDY_TAGS, TRIAL_CONFIG
+from study.plan import Arm, checkpoint_every_s, study_tags, trial_config
 from study.search._sample_book import _SampleBook
 from study.search.confirm import best_per_arm
 from study.search.optuna_internals import live_trial
@@ -130,6 +130,7 @@ class ArmSearcher(SavedSearcher):
             {
                 TRIAL_CONFIG: trial_config(self._spec, arm, sample.params, seed),
                 STUDY_TAGS: study_tags(EXPLORE, arm, sample.index, seed, drawn_by=drawn_by),
+                CHECKPOINT_EVERY_S: checkpoint_every_s(self._spec, EXPLORE),
             }
         )
 

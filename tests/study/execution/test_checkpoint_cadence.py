@@ -1,7 +1,8 @@
 """How often a study's trials checkpoint (`phases.confirm.checkpoint_every_s`), through the real
-command line, Ray Tune and MLflow: explore's trials at every evaluation, since a seed paused at
-an ASHA rung resumes from its last checkpoint; confirm's, never paused, at most once per that
-many seconds, and always at their final report, which the driver reads the fingerprint from."""
+command line, Ray Tune and MLflow: explore's trials under ASHA at every evaluation, since a seed
+paused at a rung resumes from its last checkpoint; confirm's, and explore's without ASHA, never
+paused, at most once per that many seconds, and always at their final report, which the driver
+reads the fingerprint from."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ def _reports(tmp, phase: str) -> list[list[dict]]:
     return [[json.loads(line) for line in f.read_text().splitlines() if line] for f in files]
 
 
-def test_confirm_trials_checkpoint_once_a_while_and_at_the_end(tmp_path):
+def test_trials_never_paused_checkpoint_once_a_while_and_at_the_end(tmp_path):
+    """Explore without ASHA as well as confirm. Under ASHA explore's cadence is 0, every
+    evaluation (tests/study/spec/test_phases.py), which CheckpointClock(0) keeps (below)."""
     study = write_synthetic_study(
         tmp_path, SURFACE, fixed={"epochs": 2, "eval_every": 2},
         search={"lr": {"type": "loguniform", "low": 1.0e-5, "high": 1.0e-3}},
@@ -35,11 +38,13 @@ def test_confirm_trials_checkpoint_once_a_while_and_at_the_end(tmp_path):
     assert len(runs_by_kind(tmp_path)["trial"]) == 4
     explore, confirm = _reports(tmp_path, "explore"), _reports(tmp_path, "confirm")
     assert len(explore) == 2 and len(confirm) == 2
+    once_a_while = [False] * 3 + [True]
     for rows in explore:
-        assert len(rows) == 4 and all(r["checkpoint_dir_name"] for r in rows)
+        checkpoints = [bool(r["checkpoint_dir_name"]) for r in rows]
+        assert checkpoints == once_a_while
     for rows in confirm:
         assert len(rows) == 4 and rows[-1]["final"] == 1.0
-        assert [bool(r["checkpoint_dir_name"]) for r in rows] == [False] * 3 + [True]
+        assert [bool(r["checkpoint_dir_name"]) for r in rows] == once_a_while
 
 
 class _Clock:

@@ -120,6 +120,24 @@ def test_confirm_checkpoints_once_a_minute_unless_told(tmp_path, study):
     assert "(never pruned; a checkpoint per evaluation)" in make_plan(loaded).describe()
 
 
+def test_explore_checkpoints_at_every_evaluation_only_under_asha(tmp_path, study):
+    """Without ASHA no explore seed is ever paused, so its trials keep confirm's cadence; under
+    ASHA a paused seed resumes from its last checkpoint, so every evaluation writes one."""
+    from study.plan import checkpoint_every_s
+
+    study["phases"]["explore"].pop("asha", None)
+    study["phases"]["confirm"]["checkpoint_every_s"] = 90
+    loaded = load_study(str(write(tmp_path, study)))
+    assert checkpoint_every_s(loaded, "explore") == checkpoint_every_s(loaded, "confirm") == 90
+    assert "no pruning; a checkpoint at most every 90 s" in make_plan(loaded).describe()
+    study["phases"]["explore"].update(samples=6, asha={"grace_period": 1, "reduction_factor": 2})
+    loaded = load_study(str(write(tmp_path, study)))
+    assert (
+        checkpoint_every_s(loaded, "explore") == 0 and checkpoint_every_s(loaded, "confirm") == 90
+    )
+    assert "a checkpoint per evaluation" in make_plan(loaded).describe()
+
+
 def test_asha_with_few_samples_per_arm_says_so_in_the_plan(tmp_path, study):
     """Ray's ASHA is asynchronous: below 6 samples per arm the dry run says that each rung's
     first sample goes on uncompared; from 6 it says nothing of the kind."""

@@ -3,14 +3,15 @@
   plain:  each trial's config trained by `trainables.training.train.Trial` in a pool of C worker
           processes (no Ray, no MLflow): the pure training time at concurrency C;
   study:  `python -m study.run` on a study file holding exactly those trials (confirm phase
-          only, so no pruning changes the work), with Ray Tune and MLflow tracking.
+          only unless --explore; never pruned, so no pruning changes the work), with Ray Tune
+          and MLflow tracking.
 
 Prints both wall times, their ratio (target <= 1.05) and the extra seconds per trial. The
 study's extra time is mostly fixed (driver imports, MLflow store, Ray start, the first wave of
 worker processes) plus a second or two per trial (checkpoints, reports), so the ratio depends
 on trial length. By default each trial is a trial of the README's first command (`ner_depth`,
-default profile: all of WNUT-16, batch 16, an evaluation every 53 steps, trained until dev F1
-levels off; about two and a half minutes here); the options make shorter ones. The study runs
+default profile: all of WNUT-16, batch 16, an evaluation every 53 steps, 630 optimizer steps;
+about 6 trial-epochs, its lr); the options make shorter ones (`--steps`). The study runs
 them as confirm trials, which checkpoint at most once a minute (`phases.confirm.
 checkpoint_every_s`). Uses the embedded MiniLM + WNUT-16.
 
@@ -50,6 +51,7 @@ from pathlib import Path
 import yaml
 from support import machine_line
 
+from study.names import CONFIRM, EXPLORE, PHASES, TRIAL_CONFIG
 from study.plan import make_plan, trial_config
 from study.precision import resolved_precision
 from study.results import load_trials
@@ -76,7 +78,7 @@ def study_file(folder: Path, seeds: int, settings: dict, explore: bool = False) 
         "model": "minilm",
         "data": {"embedded": "wnut16"},
         "grid": {"depth": ["full", "full-1"]},
-        "fixed": {**settings, "lr": 1.0e-4},
+        "fixed": {"lr": 1.0e-4, **settings},
         "seeds": seeds,
         "phases": {"confirm": {"select": [{}], "seeds": seeds}},
         "resources": {"cpu": 1, "gpu": 0},
@@ -129,7 +131,7 @@ def explore_configs(spec: StudySpec) -> list[dict]:
 def chosen_lrs(folder: Path, study: str) -> dict[str, list[dict]]:
     """The lr confirm ran for each arm in the study whose store is in `folder`."""
     trials = load_trials(f"sqlite:///{folder / 'mlflow.db'}", study)
-    confirm = trials[trials.phase == "confirm"]
+    confirm = trials[trials.phase == CONFIRM]
     return {arm: [{"lr": float(rows.lr.iloc[0])}] for arm, rows in confirm.groupby("arm")}
 
 
@@ -137,7 +139,7 @@ def phase_cost(storage: Path) -> dict[str, float]:
     """Per phase, the trial-seconds per trial-epoch inside Ray: the sum of each trial's
     time_total_s over the sum of the epochs it trained (its last result's)."""
     out = {}
-    for phase in ("explore", "confirm"):
+    for phase in PHASES:
         seconds = epochs = 0.0
         for result in storage.glob(f"*/*/{phase}/*/result.json"):
             rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
@@ -222,6 +224,8 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--study-only", action="store_true", help="skip the plain run (no ratio)")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     spec = load_study("ner_depth", "default")
     print(machine_line(resolved_precision(spec)))
     settings = default_profile_settings(spec)
@@ -239,13 +243,16 @@ def main() -> None:
         plan = make_plan(spec)
         chosen = {arm.id: [{}] for arm in plan.arms}
         explored = explore_configs(spec) if args.explore else []
-        configs = explored + [c["trial"] for c in confirm_configs(spec, plan.arms, chosen)]
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(settings.items()) if k != "lr")
+        configs = explored + [c[TRIAL_CONFIG] for c in confirm_configs(spec, plan.arms, chosen)]
+        searched = {"lr"} if args.explore else set()
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(settings.items()) if k not in searched)
         phases = f"{len(explored)} explore + " if explored else ""
         print(f"{phases}{len(configs) - len(explored)} confirm trials of MiniLM on WNUT-16 "
               f"({shown}), {args.concurrency} at a time")  # fmt: skip
         if args.study_only:
             study_wall(path, folder / "study", args.concurrency)
+            cost = phase_cost(folder / "study" / "ray")
+            summarize({"plain": [], "study": []}, len(configs), [cost])
             return
         order = sides(args.rounds, study_first=args.explore)
         walls: dict[str, list[float]] = {"plain": [], "study": []}
@@ -261,7 +268,7 @@ def main() -> None:
                     picked = chosen_lrs(folder / f"study{n}", path.stem)
                     if n == 0:
                         confirmed = confirm_configs(spec, plan.arms, picked)
-                        configs = explored + [c["trial"] for c in confirmed]
+                        configs = explored + [c[TRIAL_CONFIG] for c in confirmed]
                         chosen = picked
                     elif picked != chosen:
                         print(f"this study chose {picked}, the first {chosen}: not the same work")
@@ -278,20 +285,22 @@ def sides(rounds: int, study_first: bool) -> list[str]:
 
 
 def summarize(walls: dict[str, list[float]], trials: int, costs: list[dict[str, float]]) -> None:
-    plain, study = sum(walls["plain"]), sum(walls["study"])
-    extra = (study - plain) / len(walls["study"])
-    print(f"study adds {extra:.1f} s a run, {extra / trials:.1f} s per trial")
-    ratios = [s / p for s, p in zip(walls["study"], walls["plain"], strict=True)]
-    if len(ratios) > 1:
-        print(f"study / plain, each study beside the plain run next to it: "
-              f"{', '.join(f'{r:.3f}' for r in ratios)} (range {min(ratios):.3f}-"
-              f"{max(ratios):.3f})")  # fmt: skip
-    print(f"overhead ratio study / plain: {study / plain:.3f} (target <= 1.05)")
-    per_epoch = [c["explore"] / c["confirm"] for c in costs if {"explore", "confirm"} <= set(c)]
-    if per_epoch:
+    """The overhead ratio over all pairs, each pair's, and explore's cost per trial-epoch
+    against confirm's in each study (a study-only run: that line alone)."""
+    if walls["plain"]:
+        plain, study = sum(walls["plain"]), sum(walls["study"])
+        extra = (study - plain) / len(walls["study"])
+        print(f"study adds {extra:.1f} s a run, {extra / trials:.1f} s per trial")
+        ratios = [s / p for s, p in zip(walls["study"], walls["plain"], strict=True)]
+        if len(ratios) > 1:
+            print(f"study / plain, each study beside the plain run next to it: "
+                  f"{', '.join(f'{r:.3f}' for r in ratios)} (range {min(ratios):.3f}-"
+                  f"{max(ratios):.3f})")  # fmt: skip
+        print(f"overhead ratio study / plain: {study / plain:.3f} (target <= 1.05)")
+    both = [c for c in costs if set(PHASES) <= set(c)]
+    if both:
         shown = ", ".join(
-            f"{c['explore']:.1f} / {c['confirm']:.1f} s = {c['explore'] / c['confirm']:.3f}"
-            for c in costs
+            f"{c[EXPLORE]:.1f} / {c[CONFIRM]:.1f} s = {c[EXPLORE] / c[CONFIRM]:.3f}" for c in both
         )
         print(f"explore's trial-seconds per trial-epoch over confirm's: {shown} (target <= 1.10)")
 

@@ -291,10 +291,9 @@ def make_plan(spec: StudySpec) -> StudyPlan:
 def checkpoint_every_s(spec: StudySpec, phase: str) -> float:
     """The least seconds between a trial's checkpoints in `phase`. 0 (one at every evaluation)
     for explore's trials under ASHA, whose paused seeds resume from their last checkpoint;
-    otherwise `phases.confirm.checkpoint_every_s`: a trial never paused needs a checkpoint only
-    to bound what a crash or Ctrl-C retrains, and each one costs a write of the weights and the
-    optimizer state (explore's trials checkpointing at every evaluation cost half as much again
-    per epoch as confirm's)."""
+    otherwise `phases.confirm.checkpoint_every_s` (its default in a study without confirm): a
+    trial never paused needs a checkpoint only to bound what a crash or Ctrl-C retrains, and
+    each one costs a write of the weights, the best weights and the optimizer state."""
     if phase == EXPLORE and spec.explore is not None and spec.explore.asha:
         return 0.0
     return spec.confirm.checkpoint_every_s if spec.confirm else CHECKPOINT_EVERY_S_DEFAULT

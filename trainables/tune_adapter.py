@@ -117,11 +117,12 @@ def train_tagger(config: dict[str, Any]) -> None:
 
 
 class CheckpointClock:
-    """Whether an evaluation's report carries a checkpoint: every one (`every_s` None or 0,
-    explore's trials, where a paused seed resumes from its last), or the first at least
-    `every_s` seconds after the attempt began or its last checkpoint (confirm's, never
-    paused, where a checkpoint only bounds what a crash retrains). The final report always
-    carries one: the driver reads the fingerprint and the model from it."""
+    """Whether an evaluation's report carries a checkpoint: every one (`every_s` None or 0:
+    explore's trials under ASHA, where a paused seed resumes from its last), or the first at
+    least `every_s` seconds after the attempt began or its last checkpoint (trials never
+    paused, where a checkpoint only bounds what a crash retrains; `study.plan.
+    checkpoint_every_s` says which). The final report always carries one: the driver reads
+    the fingerprint and the model from it."""
 
     def __init__(self, every_s: float | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.every_s, self.clock = every_s or 0.0, clock

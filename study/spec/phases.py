@@ -73,8 +73,8 @@ CONFIRM_KEYS = {
     "checkpoint_every_s": "a number of seconds >= 0 (default 60): the least time between a "
     "confirm trial's checkpoints (0: one at every evaluation). Confirm trials are never paused, "
     "so a checkpoint only bounds what a crash or Ctrl-C retrains; explore's trials keep the "
-    "same cadence without ASHA, and under ASHA checkpoint at every evaluation, where a paused "
-    "seed resumes",
+    "same cadence without ASHA (the default's in a study without confirm), and under ASHA "
+    "checkpoint at every evaluation, where a paused seed resumes",
 }
 ANALYSIS_KEYS = {
     "primary": "a metric every trial reports at its end (default `test_f1`): the one whose "

@@ -1,6 +1,7 @@
 """Which checkpoint should score test at the shipped budget (issue 47, item 1): the last
 evaluation, or the one of best dev? Measured on a study run whose trials scored test at every
-evaluation (`eval_test_each_time`), on seeds that are no study's confirm seeds:
+evaluation (`eval_test_each_time`), on seeds that are no study's confirm seeds (1000-1002 are
+the dense grid's, which chose the shipped lr):
 
     ./with-venv python -m study.run ner_depth --set fixed.eval_test_each_time=true \\
         --set 'seeds=[1000,1001,1002,1003,1004,1005]' --set phases.confirm.seeds=6 \\
@@ -23,6 +24,7 @@ import sys
 import numpy as np
 import pandas as pd
 import search_evaluations as evaluations
+from search_tabular import signed
 from tabular_checkpoint import measure_scores
 from tabular_grid import trial_values
 
@@ -53,7 +55,14 @@ def scores_by_rule(
     """Arms (in the order of the trials), their lrs, the seeds every arm ran, and per rule the
     [arm, seed] test scores of the checkpoint that rule keeps."""
     arms = list(dict.fromkeys(joined.arm))
-    seeds = sorted(set.intersection(*(set(joined[joined.arm == a].seed) for a in arms)))
+    runs = joined.drop_duplicates("run_id")
+    if runs.duplicated(["arm", "seed"]).any():
+        raise ValueError("an arm ran a seed more than once (data seeds, or several samples per "
+                         "arm): no one trial per arm and seed to pair")  # fmt: skip
+    seeds = sorted(set.intersection(*(set(runs[runs.arm == a].seed) for a in arms)))
+    if len(arms) < 2 or len(seeds) < 2:
+        raise ValueError(f"{len(arms)} arm(s) sharing {len(seeds)} seed(s): at least 2 arms on "
+                         "2 common seeds are needed")  # fmt: skip
     out = {}
     for rule in ("last", "best"):
         values = trial_values(joined, None, rule, metric, test, sign).set_index(["arm", "seed"])
@@ -81,8 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     joined = evaluations.with_trials(rows, trials)
-    sign = 1.0 if args.mode == "max" else -1.0
-    arms, lrs, seeds, scores = scores_by_rule(joined, args.metric, test, sign)
+    sign = signed(args.mode)
+    try:
+        arms, lrs, seeds, scores = scores_by_rule(joined, args.metric, test, sign)
+    except ValueError as error:
+        say(str(error), error=True)
+        return 2
     say(
         f"{args.study}: {len(arms)} arms x {len(seeds)} seeds {seeds}; test at the last "
         f"evaluation against the one of best {args.metric}; {args.resamples} bootstrap draws"

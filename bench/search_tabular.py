@@ -77,11 +77,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--repetitions must be >= 2, --samples and --explore-seeds >= 1")
     if args.confirm_seeds < 2:
         p.error("--confirm-seeds must be >= 2 (an interval needs two paired differences)")
+    if args.kept_only and (args.budget or args.rule != "last"):
+        p.error("--kept-only replays the grid's own budget and kept checkpoint: no --budget or "
+                "--rule")  # fmt: skip
     return args
 
 
 def say(text: str) -> None:
     print(f"search_tabular: {text}", flush=True)
+
+
+def signed(mode: str) -> float:
+    """The sign that makes the study metric larger-is-better (`mode`: max or min)."""
+    return 1.0 if mode == "max" else -1.0
 
 
 def grid_trials(args) -> pd.DataFrame:
@@ -97,13 +105,14 @@ def kept_grid(args) -> Grid | None:
     """The grid from its trials alone: each trial's kept checkpoint (its final dev, signed, and
     test) and the epochs it trained; None (said why) when the ledger holds no single grid."""
     trials = grid_trials(args)
-    keys = [args.key] if args.key else sorted(trials.cache_value.unique())
-    if len(keys) != 1 or keys[0] not in set(trials.cache_value):
-        say(f"{args.ledger} holds {len(keys)} grid keys ({', '.join(keys) or 'none'}); give "
-            "--key")  # fmt: skip
+    held = sorted(trials.cache_value.unique())
+    keys = [args.key] if args.key else held
+    if len(keys) != 1 or keys[0] not in held:
+        say(f"{args.ledger} holds the grid keys {', '.join(held) or 'none'}"
+            f"{'; give --key' if len(keys) > 1 else ''}")  # fmt: skip
         return None
     rows = trials[trials.cache_value == keys[0]]
-    sign = 1.0 if args.mode == "max" else -1.0
+    sign = signed(args.mode)
     values = pd.DataFrame({"arm": rows.arm, "lr": rows.lr.astype(float),
                            "seed": rows.seed.astype(int), "dev": sign * rows[args.metric],
                            "test": rows[args.primary], "epochs": rows.epoch})  # fmt: skip
@@ -207,12 +216,19 @@ def replay_kept(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.kept_only:
-        return replay_kept(args)
+    try:
+        return replay_kept(args) if args.kept_only else replay_curves(args)
+    except ValueError as error:  # no complete grid, or a range holding too few of its lrs
+        say(str(error))
+        return 2
+
+
+def replay_curves(args) -> int:
+    """The contenders and the checkpoint measurement at each budget, on the grid's curves."""
     joined = grid_evaluations(args)
     if joined is None:
         return 2
-    sign = 1.0 if args.mode == "max" else -1.0
+    sign = signed(args.mode)
     test = evaluations.curve_names(args.metric, args.primary)[-1]
     budgets = args.budget or [None]
     args.out.mkdir(parents=True, exist_ok=True)

@@ -188,6 +188,9 @@ def test_a_studys_confirm_trials_give_each_rules_scores_paired_by_seed():
     )
     pair = table[(table.quantity == "best_pair_sd")].value.iloc[0]
     assert pair == pytest.approx(np.std(scores["best"][1] - scores["best"][0], ddof=1))
+    twice = pd.concat([study, study.assign(run_id=study.run_id + "-again")])
+    with pytest.raises(ValueError, match="more than once"):
+        checkpoint_choice.scores_by_rule(twice, "dev_f1", "eval_test_f1", 1.0)
 
 
 def test_kept_only_replays_each_grid_trials_final_scores_without_test_curves(tmp_path):
@@ -215,7 +218,11 @@ def test_kept_only_replays_each_grid_trials_final_scores_without_test_curves(tmp
     choice = contenders.grid_lr(kept, design, np.random.default_rng(0))
     pooled = kept.mean_dev().mean(axis=0).argmax()
     assert (choice.lrs == kept.lrs[pooled]).all() and choice.explore_epochs == 0
-    assert (
-        choice.extra_seeds
-        == contenders.more_seeds(kept, design, np.random.default_rng(0)).extra_seeds
-    )
+    # explore's trials (3 samples x 2 seeds x 2 arms) at the space's mean epochs, as seeds
+    per_seed = len(kept.arms) * kept.epochs[:, design.space, :].mean()
+    explore = 3 * 2 * len(kept.arms) * kept.epochs[:, design.space, :].mean()
+    assert choice.extra_seeds == int(explore // per_seed) == 6
+    with pytest.raises(SystemExit):
+        search_tabular.parse_args(["--ledger", str(path), "--kept-only", "--budget", "2"])
+    narrow = ["--ledger", str(path), "--kept-only", "--range", "1e-9", "2e-9", "--out", str(out)]
+    assert search_tabular.main(narrow) == 2

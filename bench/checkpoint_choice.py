@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     rng = np.random.default_rng([47, 1])
     table = measure_scores(arms, lrs, scores["last"], scores["best"], args.resamples, rng)
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    shown = table.assign(lr=table.lr.map(lambda lr: f"{lr:.3g}"))
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     if args.out:
         table.to_csv(args.out, index=False)
     return 0

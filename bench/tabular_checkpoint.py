@@ -1,8 +1,9 @@
 """Which checkpoint should score test (issue 47, item 1): the last evaluation within the budget,
 or the one of best dev? Measured on the dense grid's seeds, per arm at one lr each: the mean
-test F1 of each choice (its bias against the other), the sd over seeds of each, and the sd of
+test F1 of each choice (its bias against the other), the sd over seeds of each, the sd of
 the paired differences between arms under each choice (what sets the width of the study's
-primary interval), each with a bootstrap standard error over the grid's seeds.
+primary interval) and its change from last to best (`pairsdchange`, bootstrapped on the same
+draws), each with a bootstrap standard error over the grid's seeds.
 
 The rule that gives the smaller paired sd at equal mean is the one to ship; with the grid's few
 seeds the standard errors say how far that can be told apart.
@@ -27,6 +28,8 @@ def _stats(last: np.ndarray, best: np.ndarray) -> dict[str, float]:
             out[f"{name}_pair_sd_{i}"] = float((values[i] - values[0]).std(ddof=1))
     for i in range(last.shape[0]):
         out[f"bias_{i}"] = out[f"best_mean_{i}"] - out[f"last_mean_{i}"]
+    for i in range(1, last.shape[0]):  # what keeping the best-dev checkpoint does to the width
+        out[f"pairsdchange_{i}"] = out[f"best_pair_sd_{i}"] - out[f"last_pair_sd_{i}"]
     return out
 
 

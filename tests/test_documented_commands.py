@@ -79,6 +79,13 @@ def written(command: str, **options) -> Way:
     return Way("as written", command.removeprefix("./with-venv "), **options)
 
 
+CHECKPOINT_RUN = (
+    "./with-venv python -m study.run ner_depth --set fixed.eval_test_each_time=true --set "
+    "'seeds=[1000,1001,1002,1003,1004,1005]' --set phases.confirm.seeds=6 --set "
+    "phases.confirm.max_seeds=6"
+)
+
+
 def dry(command: str, why: str, **options) -> Way:
     return Way("dry run", command.removeprefix("./with-venv ") + " --dry-run", why, **options)
 
@@ -183,6 +190,8 @@ WAYS: dict[str, Way] = {
         "python -m trainables --config trial.yaml --checkpoint-dir ckpt --resume",
         "after the line before it",
     ),  # fmt: skip
+    # --- docs/benchmarks.md: the checkpoint run of bench/checkpoint_choice.py
+    CHECKPOINT_RUN: dry(CHECKPOINT_RUN, "72 trial-epochs of MiniLM"),
     # --- README.md
     "./with-venv python -m study.run ner_depth": dry(
         "./with-venv python -m study.run ner_depth", "120 trial-epochs of MiniLM"
@@ -349,7 +358,7 @@ BENCHES = [
     "trainable", "cpu_utilisation", "gradient_clipping", "dropout_masks", "bf16_matmul_modes",
     "onednn_isa_cap", "eval_batches", "concurrency", "study_overhead", "dynamics_overhead",
     "fingerprint_overhead", "layer_report", "scale", "kill_soak", "search_efficiency",
-    "search_noise", "search_tabular", "trial_startup", "gpu_check",
+    "search_noise", "search_tabular", "trial_startup", "gpu_check", "checkpoint_choice",
 ]  # fmt: skip
 for _name in BENCHES:
     WAYS[f"./with-venv python bench/{_name}.py"] = bench_help(f"python bench/{_name}.py")
@@ -359,6 +368,10 @@ for _line in (
     "./with-venv python bench/search_efficiency.py --trainable synthetic",
     "./with-venv python bench/search_efficiency.py --grid-only --estimate --test-curves",
     "./with-venv python bench/search_efficiency.py --grid-only --test-curves",
+    "./with-venv python bench/search_tabular.py --kept-only --range 1e-4 3e-4 --samples 3 "
+    "--repetitions 1000",
+    "./with-venv python bench/search_tabular.py --kept-only --range 1e-4 3e-4 --samples 6 "
+    "--repetitions 1000",
     "./with-venv python bench/scale.py --sizes 100x10,1000x10 --stores sqlite,postgres",
     "./with-venv python bench/scale.py --sizes 10000x10 --stores sqlite",
 ):

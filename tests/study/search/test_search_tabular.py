@@ -188,6 +188,9 @@ def test_a_studys_confirm_trials_give_each_rules_scores_paired_by_seed():
     )
     pair = table[(table.quantity == "best_pair_sd")].value.iloc[0]
     assert pair == pytest.approx(np.std(scores["best"][1] - scores["best"][0], ddof=1))
+    last_pair = np.std(scores["last"][1] - scores["last"][0], ddof=1)
+    change = table[(table.quantity == "pairsdchange")].value.iloc[0]
+    assert change == pytest.approx(pair - last_pair)
     twice = pd.concat([study, study.assign(run_id=study.run_id + "-again")])
     with pytest.raises(ValueError, match="more than once"):
         checkpoint_choice.scores_by_rule(twice, "dev_f1", "eval_test_f1", 1.0)

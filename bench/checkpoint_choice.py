@@ -24,9 +24,8 @@ import sys
 import numpy as np
 import pandas as pd
 import search_evaluations as evaluations
-from search_tabular import signed
 from tabular_checkpoint import measure_scores
-from tabular_grid import trial_values
+from tabular_grid import signed, trial_values
 
 from study.results import load_trials
 from trainables.errors import UserInputError

@@ -39,7 +39,7 @@ import search_ledger
 import search_reference as reference
 import tabular_checkpoint as checkpoint
 import tabular_contenders as contenders
-from tabular_grid import RULES, Grid, as_grid, trial_values
+from tabular_grid import RULES, Grid, as_grid, signed, trial_values
 
 REPO = Path(__file__).resolve().parent.parent
 LEDGER = REPO / "bench" / "search_efficiency_trials.csv"
@@ -87,9 +87,13 @@ def say(text: str) -> None:
     print(f"search_tabular: {text}", flush=True)
 
 
-def signed(mode: str) -> float:
-    """The sign that makes the study metric larger-is-better (`mode`: max or min)."""
-    return 1.0 if mode == "max" else -1.0
+def one_key(args, held: list[str]) -> tuple[str | None, str]:
+    """The grid key to replay: `--key` when the ledger holds it, else the only one held; None
+    otherwise, with what to add to the refusal ('; give --key' when several are held)."""
+    keys = [args.key] if args.key else held
+    if len(keys) == 1 and keys[0] in held:
+        return keys[0], ""
+    return None, "; give --key" if len(keys) > 1 else ""
 
 
 def grid_trials(args) -> pd.DataFrame:
@@ -106,12 +110,11 @@ def kept_grid(args) -> Grid | None:
     test) and the epochs it trained; None (said why) when the ledger holds no single grid."""
     trials = grid_trials(args)
     held = sorted(trials.cache_value.unique())
-    keys = [args.key] if args.key else held
-    if len(keys) != 1 or keys[0] not in held:
-        say(f"{args.ledger} holds the grid keys {', '.join(held) or 'none'}"
-            f"{'; give --key' if len(keys) > 1 else ''}")  # fmt: skip
+    key, why = one_key(args, held)
+    if key is None:
+        say(f"{args.ledger} holds the grid keys {', '.join(held) or 'none'}{why}")
         return None
-    rows = trials[trials.cache_value == keys[0]]
+    rows = trials[trials.cache_value == key]
     sign = signed(args.mode)
     values = pd.DataFrame({"arm": rows.arm, "lr": rows.lr.astype(float),
                            "seed": rows.seed.astype(int), "dev": sign * rows[args.metric],
@@ -131,14 +134,14 @@ def grid_evaluations(args) -> pd.DataFrame | None:
     joined = evaluations.with_trials(curves[curves.study == args.study], trials)
     joined = joined.assign(cache_value=joined.run_id.map(trials.set_index("run_id").cache_value))
     keyed = joined[joined[test].notna()].groupby("cache_value").size()
-    keys = [args.key] if args.key else list(keyed.index)
-    if len(keys) != 1 or keys[0] not in keyed.index:
+    key, why = one_key(args, list(keyed.index))
+    if key is None:
         held = ", ".join(keyed.index) or "none"
         say(f"{args.ledger}'s evaluations hold no single grid with a test score at every "
-            f"evaluation (grid keys with one: {held}{'; give --key' if len(keys) > 1 else ''}): "
-            f"the grid must be trained with eval_test_each_time first: {RETRAIN}")  # fmt: skip
+            f"evaluation (grid keys with one: {held}{why}): the grid must be trained with "
+            f"eval_test_each_time first: {RETRAIN}")  # fmt: skip
         return None
-    return joined[joined.cache_value == keys[0]]
+    return joined[joined.cache_value == key]
 
 
 def space_of(grid: Grid, bounds: list[float] | None) -> np.ndarray:

@@ -135,20 +135,25 @@ def chosen_lrs(folder: Path, study: str) -> dict[str, list[dict]]:
     return {arm: [{"lr": float(rows.lr.iloc[0])}] for arm, rows in confirm.groupby("arm")}
 
 
+def trial_results(storage: Path) -> list[tuple[str, list[dict]]]:
+    """Each trial's results as Tune recorded them (its result.json), with its phase."""
+    out = []
+    for result in sorted(storage.glob("*/*/*/*/result.json")):
+        rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+        out.append((result.parent.parent.name, rows))
+    return out
+
+
 def phase_cost(storage: Path) -> dict[str, float]:
     """Per phase, the trial-seconds per trial-epoch inside Ray: the sum of each trial's
     time_total_s over the sum of the epochs it trained (its last result's)."""
-    out = {}
-    for phase in PHASES:
-        seconds = epochs = 0.0
-        for result in storage.glob(f"*/*/{phase}/*/result.json"):
-            rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
-            if rows:
-                seconds += rows[-1]["time_total_s"]
-                epochs += rows[-1]["epoch"]
-        if epochs:
-            out[phase] = seconds / epochs
-    return out
+    seconds = dict.fromkeys(PHASES, 0.0)
+    epochs = dict.fromkeys(PHASES, 0.0)
+    for phase, rows in trial_results(storage):
+        if rows and phase in seconds:
+            seconds[phase] += rows[-1]["time_total_s"]
+            epochs[phase] += rows[-1]["epoch"]
+    return {phase: seconds[phase] / epochs[phase] for phase in PHASES if epochs[phase]}
 
 
 def study_wall(path: Path, folder: Path, concurrency: int) -> float:
@@ -173,8 +178,7 @@ def study_wall(path: Path, folder: Path, concurrency: int) -> float:
 def trial_time_sum(storage: Path) -> float:
     """Each trial's own time as Tune measured it (its last result's time_total_s)."""
     total, speeds = 0.0, []
-    for result in storage.glob("*/*/*/*/result.json"):
-        rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+    for _, rows in trial_results(storage):
         total += rows[-1]["time_total_s"] if rows else 0.0
         speeds += [r["train_tokens_per_s"] for r in rows if "train_tokens_per_s" in r]
     if speeds:

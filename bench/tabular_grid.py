@@ -39,6 +39,12 @@ class Grid:
         return self.test.mean(axis=2)
 
 
+def signed(mode: str) -> float:
+    """The sign that makes the study metric larger-is-better (`mode`: max or min), as the
+    grid's `dev` holds it."""
+    return 1.0 if mode == "max" else -1.0
+
+
 def kept(curve: pd.DataFrame, budget: float | None, rule: str, dev: str, sign: float) -> pd.Series:
     """The evaluation a rule keeps of one trial's `curve` (rows by evaluation), cut at `budget`
     epochs (None: all of it); the first where dev ties under `best`."""

@@ -17,16 +17,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib
 import logging
 import os
 import shlex
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from study.catalog import listing, study_entries
+from study.closing import finish_and_report, preload_report
 from study.command_line import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -35,29 +34,26 @@ from study.command_line import (
     NO_REPORT,
     parse_args,
 )
-from study.folder_names import check_replaceable, report_folder
 from study.names import (
     EXPLORE,
     OPTUNA_STUDIES_TAG,
     OPTUNA_TAG,
-    default_tracking_uri,
     tracking_uri,
 )
-from study.outputs import DEFAULT_REPORTS, outputs_line, stores_closed
+from study.outputs import outputs_line, stores_closed
 from study.plan import StudyPlan, make_plan
-from study.precision import settle_precision
+from study.preflight import check_before_writing, checked_data
 from study.progress.line import StudyProgress
 from study.progress.log_format import log_to_terminal
 from study.progress.quiet import quiet_driver
-from study.spec import StudySpec, check_same_overrides, load_study, study_error
-from study.spec.stages import check_stage_data, study_stages
+from study.spec import StudySpec, load_study
+from study.spec.stages import study_stages
 from trainables.command_line import EXIT_BAD_INPUT, leaving_quickly
-from trainables.data.sources import load_checked_splits
-from trainables.errors import UserInputError, first_line, joined, printable
+from trainables.errors import UserInputError, joined, printable
 
 if TYPE_CHECKING:  # the driver's Ray, Tune and MLflow: imported where a study runs, so that
     # --help, --list and a bad command line answer without them (tests/test_help_time.py)
-    from study.execution import PhaseContext, StudyStore
+    from study.execution import PhaseContext
     from study.execution.state import StudyState
     from study.tracking import StudyTracker
     from study.tracking.start import DriverTime
@@ -146,7 +142,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         # which only the target's results have (and Tune would otherwise refuse a result for)
         os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     if args.dry_run:  # the data read and checked as the real run reads it, nothing written
-        data_line = _checked_data(spec, planning=True)
+        data_line = checked_data(spec, planning=True)
         print(f"{make_plan(spec).describe()}\n  data: {data_line}")
         return StudyOutcome(EXIT_OK, spec.name)
     print(opening_line(spec, args), flush=True)  # before Ray, MLflow and the checks: seconds
@@ -154,7 +150,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
     from study.execution.state import write_state
     from study.tracking.start import open_study_runs
 
-    spec, plan, store, study_dir, state, uri, optuna_url = _check_before_writing(args, spec, held)
+    spec, plan, store, study_dir, state, uri, optuna_url = check_before_writing(args, spec, held)
     tracker, ray_started = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
@@ -163,7 +159,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         if waiting:
             log.warning("%s", waiting)
     if args.reports.lower() != NO_REPORT:
-        _preload_report()
+        preload_report()
     optuna_tags = _optuna_tags(optuna_url, study_dir, spec)
     study_run, arm_runs = open_study_runs(
         tracker, spec, plan, state.invocation, state.profile, state.overrides, optuna_tags
@@ -193,132 +189,6 @@ def opening_line(spec: StudySpec, args: argparse.Namespace) -> str:
     return (f"study {printable(spec.name)} (profile {printable(profile)}): checking the data, "
             "the storage and MLflow, then starting Ray; nothing is written until the checks "
             "pass" + (f"; {where}" if where.startswith("outputs in ") else ""))  # fmt: skip
-
-
-def _check_before_writing(
-    args: argparse.Namespace, spec: StudySpec, held: contextlib.ExitStack
-) -> tuple[StudySpec, StudyPlan, StudyStore, str, StudyState, str, str | None]:
-    """Everything that can be refused is checked before anything is written anywhere: the
-    tracking server, the storage, the overrides of a resumed run, the precision (before any
-    data is read), the data, the cluster's address, the Optuna storage. The spec with its one
-    precision settled (study/precision.py) and its plan, the store, this invocation's folder
-    in it, the study's state, the tracking URI and the Optuna storage URL."""
-    from study.execution import StudyStore, check_address, study_folder
-    from study.execution.driver_lock import DriverLock
-    from study.tracking.probe import shown_uri
-    from study.tracking.start import probe_tracking
-
-    store = StudyStore(args.storage)
-    profile = spec.profile or args.profile
-    uri = tracking_uri(args.tracking_uri)
-    probe_tracking(uri)
-    store.check_writable()  # before it is read: a store that does not answer is one line
-    held.enter_context(DriverLock(store, spec.name, wait=args.wait))  # one driver a study
-    if args.reports.lower() != NO_REPORT:  # a report that could not be written is refused now
-        check_replaceable(report_folder(args.reports, spec.name, profile))
-    study_dir, state = study_folder(store, spec.name, profile, args.resume)
-    if args.resume:
-        check_same_overrides(state.overrides, args.overrides)
-        log.info("resuming %s", store.join(study_dir))
-    state.profile = profile
-    state.overrides = list(args.overrides)
-    spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
-    data_line = _checked_data(spec)
-    check_address(args.address)
-    _check_local_resources(args, spec)
-    optuna_url = _optuna_storage(args, uri, store)
-    plan = make_plan(spec)
-    optuna = optuna_url if spec.explore else None
-    log.info("%s", outputs_line(shown_uri(uri), store.root, args.reports, optuna))  # first
-    log.info("plan: %s; precision %s", plan.summary(), state.precision)
-    log.info("data: %s", data_line)
-    log.info("results in %s; MLflow at %s%s", store.join(study_dir), shown_uri(uri),
-             f"; Optuna storage {optuna_url}" if optuna_url and spec.explore else "")  # fmt: skip
-    return spec, plan, store, study_dir, state, uri, optuna_url
-
-
-def _check_local_resources(args: argparse.Namespace, spec: StudySpec) -> None:
-    """A trial that needs more CPUs or GPUs than the local Ray will ever have would wait
-    forever for a place: refused at the `resources` line. A joined cluster is not checked
-    here (see `unplaceable_on_cluster`)."""
-    from study.execution import local_resources, too_large
-
-    if args.address:
-        return
-    have = local_resources(args.num_cpus)
-    _check_local_cuda(args, spec, have)
-    key = too_large(spec.resources, have) if have is not None else None
-    if key is None:
-        return
-    count = have[key]
-    source = f"--num-cpus {args.num_cpus}" if key == "cpu" and args.num_cpus else "this machine"
-    words = {"cpu": "CPUs", "gpu": "GPUs"}[key]
-    allowed = (f"one trial would hold more {words} than the local Ray has ({count:g}, from "
-               f"{source}), so none could ever start; at most {count:g}, or join a cluster "
-               "with --address")  # fmt: skip
-    raise UserInputError(study_error(spec, args.overrides, ("resources", key), allowed))
-
-
-def cuda_field(spec: StudySpec) -> tuple[str, ...] | None:
-    """Where the study file asks its trials to train on CUDA (`device: cuda` under `fixed`,
-    or among a grid factor's values), or None. `resources.gpu` above 0 also puts trials on
-    CUDA (study/plan.py); that request is checked as a resource."""
-    if spec.fixed.get("device") == "cuda":
-        return ("fixed", "device")
-    if "cuda" in spec.grid.get("device", ()):
-        return ("grid", "device")
-    return None
-
-
-def _check_local_cuda(
-    args: argparse.Namespace, spec: StudySpec, have: dict[str, float] | None
-) -> None:
-    """`device: cuda` in a local study on a machine whose Ray finds no GPU: every trial would
-    fail on its first line, after Ray started and the runs were opened, so it is refused
-    here, before anything is written. Ray's count is the one the driver has without
-    importing torch (study/execution/runtime.py `local_resources`)."""
-    path = cuda_field(spec)
-    if path is None or have is None or have["gpu"] > 0:
-        return
-    allowed = ("device cuda trains on a GPU, and the local Ray finds none on this machine, "
-               "where a local study's trials run; device auto or cpu here, or --address to "
-               "join a cluster that has GPUs")  # fmt: skip
-    raise UserInputError(study_error(spec, args.overrides, path, allowed))
-
-
-def _checked_data(spec: StudySpec, planning: bool = False) -> str:
-    """The study's data, and every intermediate stage's, read and checked as its trials will
-    read them, in a few words; a synthetic study reads none. The one check of the data of
-    the real run and of --dry-run, so both refuse the same input with the same line. One
-    difference, `planning` (--dry-run): a dataset the hub does not answer for (offline, or
-    no network here, as when a cluster's study is planned on a laptop) is said to be unread,
-    not refused; the run reads it before it writes anything, and refuses it then."""
-    try:
-        if spec.synthetic:
-            check_stage_data(spec.grid, spec.fixed)
-            return "none (synthetic trainable: learning curves from a formula, not a finding)"
-        splits, labels = load_checked_splits(spec.data)
-        check_stage_data(spec.grid, spec.fixed)
-    except UserInputError as err:
-        if planning and _unreachable(err):
-            return (f"not read here ({joined(str(err))}); the run reads it before it writes "
-                    "anything, and refuses it then if it is still out of reach")  # fmt: skip
-        raise
-    return (f"{len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test "
-            f"sentences, {len(labels)} labels")  # fmt: skip
-
-
-def _unreachable(err: BaseException) -> bool:
-    """Whether a data error came from a connection that failed (the `datasets` library raises
-    ConnectionError for a hub it cannot reach), not from the data."""
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, ConnectionError):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
 
 
 def _run_study(
@@ -391,7 +261,7 @@ def _run_study(
     if why:
         return _failed(ended, context, tracker, driver_time, why)
     with ray_stopped_meanwhile(ray_started):
-        report, problem = _finish_and_report(context, tracker, driver_time, reports, state.profile)
+        report, problem = finish_and_report(context, tracker, driver_time, reports, state.profile)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return dataclasses.replace(ended, exit_code=EXIT_FAILED, error=problem)
@@ -428,56 +298,6 @@ def _failed(
     return dataclasses.replace(ended, exit_code=EXIT_FAILED, error=line)
 
 
-def _finish_and_report(
-    context: PhaseContext,
-    tracker: StudyTracker,
-    driver_time: DriverTime,
-    reports: str,
-    profile: str,
-) -> tuple[Path | None, str | None]:
-    """The finished study's state in MLflow and its report: the report's folder (None
-    without one), and the line that says the report failed (None when it did not)."""
-    from study.tracking.store import patiently
-
-    spec, study_run, uri = context.spec, context.study_run, context.tracking_uri
-    finished = {"state": "finished", **driver_time.tags()}
-    patiently(lambda: tracker.set_tags(study_run, finished), uri)
-    report, problem = None, None
-    again = _report_command(uri, spec.name, study_run, reports, profile)
-    if reports.lower() == NO_REPORT:
-        print(f"no report made (--reports {NO_REPORT}); make it with: {again}")
-    else:
-        report, problem = _report(tracker, uri, spec.name, study_run, reports, again)
-    patiently(lambda: tracker.end_study(study_run, context.arm_runs, "FINISHED"), uri)
-    return report, problem
-
-
-def _report_command(uri: str, study: str, study_run: str, reports: str, profile: str) -> str:
-    """The command that writes the study run's report where this one would have."""
-    command = f"python -m study.report {shlex.quote(study)} --run-id {study_run}"
-    if uri != default_tracking_uri():
-        command += f" --tracking-uri {shlex.quote(uri)}"
-    if reports.lower() != NO_REPORT and Path(reports) != Path(DEFAULT_REPORTS):
-        command += f" --out {shlex.quote(str(report_folder(reports, study, profile)))}"
-    return command
-
-
-def _optuna_storage(args: argparse.Namespace, uri: str, store: StudyStore) -> str | None:
-    """Where the explore samples are copied for Optuna's tools (None: nowhere)."""
-    from study.search.optuna_storage import check_storage, default_storage
-
-    if args.optuna_storage is not None:
-        if args.optuna_storage.lower() == "none":
-            return None
-        check_storage(args.optuna_storage)
-        return args.optuna_storage
-    url = default_storage(uri, store.root)
-    if url is None:
-        log.info("no Optuna storage (the tracking store and --storage are remote); give "
-                 "--optuna-storage to keep the explore samples for optuna-dashboard")  # fmt: skip
-    return url
-
-
 def _optuna_tags(url: str | None, study_dir: str, spec: StudySpec) -> dict[str, str]:
     """Where the explore samples are in Optuna's storage, for the study run's tags."""
     from study.search.optuna_storage import study_name
@@ -495,44 +315,6 @@ def _progress(plan: StudyPlan, state: StudyState, verbose: bool) -> StudyProgres
     for phase in state.phases_done:
         progress.phase_done(phase)
     return progress
-
-
-def _preload_report() -> None:
-    """Import the report's modules (pandas, matplotlib, deepsig with torch: seconds) in the
-    background while the trials run, not on the way out when the user is waiting."""
-    threading.Thread(target=_import_quietly, args=("study.report",), daemon=True).start()
-
-
-def _import_quietly(module: str) -> None:
-    """A driver that stops early (bad input, full disk) exits while this import runs, which
-    then fails on the way out; `_report` imports again and says any real error."""
-    with contextlib.suppress(BaseException):
-        importlib.import_module(module)
-
-
-def _report(
-    tracker: StudyTracker, uri: str, study: str, study_run: str, reports: str, again: str
-) -> tuple[Path | None, str | None]:
-    """The study's data is safe in MLflow whatever happens here, and the study counts as
-    finished there; a failed report is one line with the command (`again`) that makes it,
-    and an exit code that says so (EXIT_FAILED). The report only reads: its summary and its
-    folder are logged here, on the runs this driver owns. The report's folder, absolute, and
-    None; or None and that line."""
-    from study.report.build import run_metrics, write_report  # see _preload_report
-    from study.tracking.store import patiently
-
-    try:
-        report = write_report(uri, study, run_id=study_run, reports_root=reports)
-        per_run, counts = run_metrics(report)
-        patiently(lambda: tracker.log_report(study_run, per_run, counts, report.folder), uri)
-    except Exception as err:  # noqa: BLE001 - any failure of the report, never of the study
-        log.debug("the report failed", exc_info=err)  # its traceback, with --verbose
-        return None, joined(
-            f"the study finished but its report failed ({type(err).__name__}: "
-            f"{first_line(err, 300)}); its data is in MLflow: make the report with: {again}"
-        )
-    print(report.summary_line())
-    return report.folder.resolve(), None
 
 
 def command() -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import study.report.build
-from study import run as driver
+from study import closing
 from study.execution import failure_reason, local_resources, too_large
 
 
@@ -33,20 +33,20 @@ def test_a_failed_report_is_one_line_with_the_command_that_makes_it(monkeypatch,
 
     monkeypatch.setattr(study.report.build, "write_report", fails)
     uri = f"sqlite:///{tmp_path / 'other.db'}"
-    again = driver._report_command(uri, "teststudy", "RUN", str(tmp_path / "out"), "smoke")
+    again = closing.report_command(uri, "teststudy", "RUN", str(tmp_path / "out"), "smoke")
     assert again == (
         f"python -m study.report teststudy --run-id RUN --tracking-uri {uri} "
         f"--out {tmp_path / 'out' / 'teststudy-smoke'}"
     )
     # the tracker logs a written report only: a failed one never reaches it
-    folder, line = driver._report(None, uri, "teststudy", "RUN", str(tmp_path / "out"), again)
+    folder, line = closing._report(None, uri, "teststudy", "RUN", str(tmp_path / "out"), again)
     assert folder is None
     assert line == (
         "the study finished but its report failed (IndexError: index 0 is out of bounds for "
         f"axis 0 with size 0); its data is in MLflow: make the report with: {again}"
     )
-    default = driver._report_command(
-        driver.default_tracking_uri(), "s", "R", "outputs/reports", "x"
+    default = closing.report_command(
+        closing.default_tracking_uri(), "s", "R", "outputs/reports", "x"
     )
     assert default == "python -m study.report s --run-id R"
 

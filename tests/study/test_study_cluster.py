@@ -1,6 +1,8 @@
 """A study on a two-node Ray cluster on this machine (bench/ray_nodes.py: `ray start --head`
 and a second `ray start --address`, each with its own temp dir and one CPU, so trials must use
-both, with token authentication)."""
+both, with token authentication). Where the trials run is Ray's and the driver's business, not
+the model's: the study is the tiny study's synthetic twin (tests/study_helpers.py), whose
+workers import no torch."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ from ray_nodes import head_and_worker
 
 from study.execution.runtime import storage_problem
 from study.execution.storage import StudyStore
-from tests.study_helpers import driver_tracebacks, run_study, runs_by_kind, write_study
+from tests.study_helpers import (
+    driver_tracebacks,
+    run_study,
+    runs_by_kind,
+    write_study,
+    write_synthetic_twin,
+)
 
 pytestmark = pytest.mark.study
 
@@ -24,9 +32,9 @@ def two_nodes(tmp_path):
         yield cluster.address, cluster.env
 
 
-def test_a_study_runs_its_trials_on_both_nodes(two_nodes, tmp_path, tiny_model, tiny_corpus):
+def test_a_study_runs_its_trials_on_both_nodes(two_nodes, tmp_path):
     address, env = two_nodes
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+    study = write_synthetic_twin(tmp_path)
     os.environ.update({k: env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")})
     try:
         done = run_study(study, tmp_path, "--address", address)

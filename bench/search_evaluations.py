@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.tracking.reading import evaluations_as_made, metric_histories
+from study.tracking.curves import evaluations_as_made, metric_histories
 from trainables.settings import each_time_test_name
 
 KEY_COLUMNS = ["study", "study_run", "run_id", "evaluation"]

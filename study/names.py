@@ -31,6 +31,10 @@ STUDY_KIND, ARM_KIND, TRIAL_KIND = "study", "arm", "trial"
 STUDY_RUN_ID = "study_run_id"  # on arm and trial runs: the study run they belong to
 ANALYSIS_TAG = "analysis"  # on the study run: the declared analysis, JSON
 REUSED_TAG = "confirm_reused"  # on an explore trial run that also counts as a confirm trial
+CONVERGED = "converged"  # on a completed trial run: "true" or "false", by the smoothed curve
+# on a completed trial run: the name of the rule its `final_gain` was computed by
+# (trainables/training/curves.py); where absent the report computes it again from the curve
+FINAL_GAIN_RULE_TAG = "final_gain_rule"
 # an explore trial's param: who drew its sample, the sampler's model ("tpe", "gp") or "random"
 DRAWN_BY = "drawn_by"
 LIBRARIES_TAG = "library_versions"  # on the study run: JSON {library: installed version}

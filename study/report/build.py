@@ -29,12 +29,8 @@ from study.report.html import render_html
 from study.report.layer_pairs import require_fingerprints
 from study.report.markdown import is_synthetic, render_markdown, report_title
 from study.report.section import Section, all_sections
-from study.tracking.reading import (
-    StudyRecord,
-    layer_dynamics,
-    learning_curves,
-    load_study_record,
-)
+from study.tracking.curves import layer_dynamics, learning_curves
+from study.tracking.reading import StudyRecord, load_study_record
 from trainables.errors import UserInputError
 
 log = logging.getLogger(__name__)

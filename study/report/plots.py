@@ -133,7 +133,7 @@ KEPT_MARKER = "*"  # the checkpoint a trial kept for test: no arm's marker (arm_
 
 def learning_curves(curves: pd.DataFrame, record: StudyRecord, path: Path) -> Path | None:
     """Confirm phase: the study's metric over optimizer steps per arm, as the evaluations made
-    it (the rows of `study.tracking.reading.learning_curves`): a thin line per seed, to its
+    it (the rows of `study.tracking.curves.learning_curves`): a thin line per seed, to its
     own last evaluation; a thick line for the mean over seeds, aligned by evaluation index and
     drawn only as far as every seed of the arm evaluated (a mean over the seeds still training
     would change its members where one stops), its n in the legend; and a star for the

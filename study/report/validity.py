@@ -20,15 +20,10 @@ import pandas as pd
 from scipy.stats import pearsonr
 
 from study import stats
-from study.names import EXPLORE, FIXED_FROM_TAG
+from study.names import CONVERGED, EXPLORE, FINAL_GAIN_RULE_TAG, FIXED_FROM_TAG
 from study.spec.phases import MIN_ASHA_SAMPLES
-from study.tracking.reading import (
-    CONVERGED,
-    FINAL_GAIN_RULE_TAG,
-    RECOMPUTED,
-    StudyRecord,
-    budget_columns,
-)
+from study.tracking.curves import RECOMPUTED
+from study.tracking.reading import StudyRecord, budget_columns
 
 COMPUTE_TOLERANCE = 0.1  # arms whose mean steps or tokens differ by more are unequal
 # (and, per seed, arms whose median seed's steps differ by more)

@@ -1,6 +1,7 @@
 """MLflow tracking of a study, written and read in one place: `store` (the run tree, no Ray),
 `callback` (the Tune callback the driver runs), `reading` (a study read back, for the report,
-the driver's choice of confirm samples and its confirm rounds, and bench/), `summary` (what
+the driver's choice of confirm samples and its confirm rounds, and bench/), `curves` (each
+trial's metrics at every evaluation), `summary` (what
 the driver prints at the end, read back from MLflow). No module outside this package queries
 MLflow (tests/study/tracking/test_results_reader.py).
 

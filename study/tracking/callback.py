@@ -15,6 +15,8 @@ from ray.tune import Callback
 from study.analysis import Analysis
 from study.names import (
     CONFIRM,
+    CONVERGED,
+    FINAL_GAIN_RULE_TAG,
     STUDY_TAGS,
     TRIAL_CONFIG,
 )
@@ -38,9 +40,7 @@ from trainables.training.curves import FINAL_GAIN_RULE
 
 log = logging.getLogger(__name__)
 
-CONVERGED = "converged"  # tag of a completed trial run: "true" or "false"
 FINAL_GAIN = "final_gain"  # the trial's metric that decides it (trainables/training/curves.py)
-FINAL_GAIN_RULE_TAG = "final_gain_rule"  # tag of a completed trial run: the rule's name
 
 
 class MlflowTrackingCallback(Callback):

@@ -22,11 +22,8 @@ from study.report.panels import legend_room, panel_figure, panel_legend  # noqa:
 from study.report.plots import SHORT, metric_label, save_figure  # noqa: E402
 from study.report.section import Section, Tables  # noqa: E402
 from study.report.text import frame_table, num, stage_sequence  # noqa: E402
-from study.tracking.reading import (  # noqa: E402
-    StudyRecord,
-    learning_curves,
-    metric_histories,
-)
+from study.tracking.curves import learning_curves, metric_histories  # noqa: E402
+from study.tracking.reading import StudyRecord  # noqa: E402
 from trainables.settings import stage_prefix  # noqa: E402
 
 CURVES, MOVED, SUMMARY = "stage_curves", "stage_dynamics", "stage_summary"

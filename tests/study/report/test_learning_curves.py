@@ -14,7 +14,7 @@ from matplotlib.collections import PathCollection
 
 from study.report import plots
 from study.report.arm_styles import arm_styles
-from study.tracking import reading
+from study.tracking import curves as reading_curves
 from study.tracking.reading import StudyRecord
 
 EVERY = 50  # steps between evaluations
@@ -57,7 +57,7 @@ def record(tracking_uri: str = "sqlite://", trials: pd.DataFrame | None = None) 
 
 
 def evaluated_curves() -> pd.DataFrame:
-    """The table `reading.learning_curves` gives: each evaluation as it was made."""
+    """The table `reading_curves.learning_curves` gives: each evaluation as it was made."""
     run_ids = dict(zip(EVALUATED, trial_rows().run_id, strict=True))
     rows = [(arm, seed, EVERY * (e + 1), e, value, run_ids[arm, seed])
             for (arm, seed), values in EVALUATED.items()
@@ -160,7 +160,7 @@ def log_trials(uri: str, curve_area: bool = True) -> pd.DataFrame:
 def test_the_report_reads_each_evaluation_as_made_from_mlflow_and_draws_it(tmp_path, drawn):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     rec = record(uri, log_trials(uri))
-    curves = reading.learning_curves(rec)
+    curves = reading_curves.learning_curves(rec)
     expected = evaluated_curves().drop(columns="run_id")
     pd.testing.assert_frame_equal(curves.drop(columns="run_id"), expected, atol=1e-12)
     plots.learning_curves(curves, rec, tmp_path / "learning_curves.png")
@@ -171,7 +171,7 @@ def test_the_report_reads_each_evaluation_as_made_from_mlflow_and_draws_it(tmp_p
 def test_without_curve_area_the_kept_rescore_is_left_off_the_curve(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     rec = record(uri, log_trials(uri, curve_area=False))
-    curves = reading.learning_curves(rec)
+    curves = reading_curves.learning_curves(rec)
     counts = curves.groupby(["arm", "seed"], sort=False).size()
     assert counts.tolist() == [len(values) - 1 for values in EVALUATED.values()]
     expected = evaluated_curves().groupby(["arm", "seed"], sort=False).head(-1)
@@ -205,7 +205,7 @@ def test_a_study_that_minimises_its_loss_gets_figures_of_its_loss(tmp_path, draw
     trials["lr"] = [1e-4, 1e-4, 3e-4, 3e-4, 1e-4, 1e-4]
     plan = {"metric": {"name": "dev_loss", "mode": "min"}, "search": {"lr": {}}}
     rec = StudyRecord("smoke", "study", uri, {}, plan, dict(ARMS), {}, trials)
-    curves = reading.learning_curves(rec, phase="explore")
+    curves = reading_curves.learning_curves(rec, phase="explore")
     assert "dev_loss" in curves and "dev_f1" not in curves
     made = [values[:-1] for values, phase in zip(losses.values(), trials.phase, strict=True)
             if phase == "explore"]  # fmt: skip

@@ -13,9 +13,10 @@ import pytest
 from mlflow.entities import Metric
 
 from study.analysis import Analysis
+from study.names import FINAL_GAIN_RULE_TAG
 from study.report import validity, write_report
 from study.report.sections import convergence
-from study.tracking.reading import FINAL_GAIN_RULE_TAG, load_study_record
+from study.tracking.reading import load_study_record
 from study.tracking.store import StudyTracker
 from trainables.training.curves import FINAL_GAIN_RULE, final_gain
 

@@ -32,7 +32,7 @@ from study.execution.storage_guard import (
 )
 from study.execution.tuner import _drop_checkpoints
 from study.names import DRIVERS_TAG
-from tests.study_helpers import REPO, runs_by_kind, study_command, write_study
+from tests.study_helpers import REPO, runs_by_kind, study_command, write_synthetic_twin
 from trainables.errors import UserInputError
 
 SCENARIO = r"""
@@ -145,8 +145,11 @@ def _can_unshare() -> bool:
 
 @pytest.mark.study
 @pytest.mark.skipif(not _can_unshare(), reason="needs `unshare -rm` to mount a small tmpfs")
-def test_full_disk_stops_with_one_line_and_resumes(tmp_path, tiny_model, tiny_corpus):
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+def test_full_disk_stops_with_one_line_and_resumes(tmp_path):
+    """The driver's and Tune's writes meeting a full disk, on the synthetic twin of the tiny
+    study (tests/study_helpers.py: the same 12 trials, checkpointed through the same trial
+    folders, a small state file where a tagger saves weights; `dd` fills the disk either way)."""
+    study = write_synthetic_twin(tmp_path)
     mnt = tmp_path / "small_disk"
     mnt.mkdir()
     files = {name: tmp_path / name for name in ("LOG1", "LOG2", "RC1", "RC2", "DF", "LEFT")}

@@ -309,6 +309,12 @@ WAYS: dict[str, Way] = {
     "python3 -m venv .venv && . .venv/bin/activate": elsewhere(
         INSTALL, "a fresh venv and a non-editable install of the checkout, offline"
     ),
+    "TORCH_CPU_INDEX=$(grep -o 'https://[^ ]*/whl/cpu' with-venv)": Way(
+        "as written",
+        "TORCH_CPU_INDEX=$(grep -o 'https://[^ ]*/whl/cpu' with-venv)",
+        where="checkout",
+        slow=True,
+    ),  # fmt: skip
     'pip install -c constraints.txt --extra-index-url "$TORCH_CPU_INDEX" torch': elsewhere(
         "tests/test_lock.py", "a package index: the lock pins the torch it installs"
     ),

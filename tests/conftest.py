@@ -138,7 +138,8 @@ def trial_settings(tiny_model, tiny_corpus) -> dict:
 @pytest.fixture(scope="session")
 def finished_study(tmp_path_factory, tiny_model, tiny_corpus):
     """One whole study on a real Ray and MLflow store (about a minute), shared by the study,
-    report and MLflow-UI tests: (its folder, the finished driver process)."""
+    report, export and MLflow-UI tests, which only read it (a test that writes to a store
+    works on a copy): (its folder, the finished driver process)."""
     from tests.study_helpers import run_study, write_study
 
     tmp = tmp_path_factory.mktemp("study")

@@ -1,13 +1,19 @@
 """`python -m study.export` on a real study: the folder a confirm trial kept reloads with
 AutoModelForTokenClassification and scores the test set exactly as the trial did (its MLflow
-`test_f1`); bad names are refused in one line."""
+`test_f1`); bad names are refused in one line.
+
+The study is the shared finished study (tests/conftest.py), whose results this test only reads;
+`--register` writes a model into a store, so the test works on its own copy of that store."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,14 +21,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-from tests.study_helpers import (
-    REPO,
-    SMALL_STUDY,
-    run_study,
-    runs_by_kind,
-    tracking_uri,
-    write_study,
-)
+from tests.study_helpers import REPO, runs_by_kind, tracking_uri
 from trainables.data.batching import collate, eval_batches
 from trainables.data.encoding import decode, encode
 from trainables.data.labels import LabelMap
@@ -94,14 +93,27 @@ def registered_model_is_the_folder(tmp_path, name: str, run_id: str, folder) -> 
     )
 
 
+def copy_of_the_store(study: Path, folder: Path) -> None:
+    """The study's MLflow store (its database and artifacts) copied into `folder`, each
+    artifact location moved to the copy's, so that what a command writes there (a registered
+    model, its files in the trial run) stays out of the shared study."""
+    shutil.copy(study / "mlflow.db", folder / "mlflow.db")
+    shutil.copytree(study / "mlartifacts", folder / "mlartifacts")
+    old, new = (study / "mlartifacts").as_uri(), (folder / "mlartifacts").as_uri()
+    with sqlite3.connect(folder / "mlflow.db") as db:
+        for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri"),
+                              ("logged_models", "artifact_location")):  # fmt: skip
+            db.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?)", (old, new))
+    db.close()
+
+
 def test_an_exported_confirm_trial_tags_the_test_set_as_the_trial_did(
-    tmp_path, tiny_model, tiny_corpus
+    tmp_path, finished_study, tiny_corpus
 ):
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus, **SMALL_STUDY)
-    done = run_study(study, tmp_path, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
+    copy_of_the_store(finished_study[0], tmp_path)
     trials = {(r.data.tags["arm"], int(r.data.tags["seed"])): r
-              for r in runs_by_kind(tmp_path)["trial"]}  # fmt: skip
+              for r in runs_by_kind(tmp_path)["trial"]
+              if r.data.tags["phase"] == "confirm"}  # fmt: skip
     assert len(trials) == 4
     for (arm, seed), run in sorted(trials.items()):
         out = tmp_path / "exported" / f"{arm}-{seed}"
@@ -116,8 +128,8 @@ def test_an_exported_confirm_trial_tags_the_test_set_as_the_trial_did(
         logged = run.data.metrics["test_f1"]
         print(f"{arm} seed {seed}: test_f1 from the exported folder {f1!r}, logged {logged!r}")
         assert f1 == pytest.approx(logged, abs=1e-6)
-    arm, run = "depth=2", trials[("depth=2", 1)]
-    out = tmp_path / "exported" / f"{arm}-1"
+    arm, run = "depth=2", trials[("depth=2", 3)]
+    out = tmp_path / "exported" / f"{arm}-3"
     # the best confirm trial by the study metric (dev_loss, min), never by test
     best = min(
         trials.values(), key=lambda r: (r.data.metrics["dev_loss"], int(r.data.tags["seed"]))
@@ -137,11 +149,11 @@ def test_an_exported_confirm_trial_tags_the_test_set_as_the_trial_did(
     }
 
     # bad names: one line, exit 2, nothing written
-    wrong_arm = export(tmp_path, "--arm", "depth=22", "--seed", "1", "--out", str(tmp_path / "x"))
+    wrong_arm = export(tmp_path, "--arm", "depth=22", "--seed", "3", "--out", str(tmp_path / "x"))
     assert wrong_arm.returncode == 2
     assert "did you mean 'depth=2'?" in wrong_arm.stderr
     wrong_seed = export(tmp_path, "--arm", arm, "--seed", "9", "--out", str(tmp_path / "x"))
-    assert wrong_seed.returncode == 2 and "its seeds: 0, 1" in wrong_seed.stderr
+    assert wrong_seed.returncode == 2 and "its seeds: 2, 3" in wrong_seed.stderr
     wrong_study = subprocess.run(
         [sys.executable, "-m", "study.export", "nostudy", "--best",
          "--tracking-uri", tracking_uri(tmp_path)], cwd=REPO, capture_output=True, text=True,
@@ -149,7 +161,7 @@ def test_an_exported_confirm_trial_tags_the_test_set_as_the_trial_did(
     assert (
         wrong_study.returncode == 2 and "no MLflow experiment named 'nostudy'" in wrong_study.stderr
     )
-    taken = export(tmp_path, "--arm", arm, "--seed", "1", "--out", str(out))
+    taken = export(tmp_path, "--arm", arm, "--seed", "3", "--out", str(out))
     assert taken.returncode == 2 and "is not an empty folder" in taken.stderr
     for failed in (wrong_arm, wrong_seed, wrong_study, taken):
         assert len(failed.stderr.strip().splitlines()) == 1, failed.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from study.command_line import NO_REPORT
@@ -20,7 +21,8 @@ from study.plan import StudyPlan, make_plan
 from study.precision import settle_precision
 from study.spec import StudySpec, check_same_overrides, study_error
 from study.spec.stages import check_stage_data
-from trainables.data.sources import load_checked_splits
+from trainables.data.relabel import LabelMapError
+from trainables.data.sources import LabelMap, Splits, load_checked_splits
 from trainables.errors import UserInputError, joined
 
 if TYPE_CHECKING:  # imported where a study runs, so that --help answers without them
@@ -58,7 +60,7 @@ def check_before_writing(
     state.profile = profile
     state.overrides = list(args.overrides)
     spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
-    data_line = checked_data(spec)
+    data_line = checked_data(spec, args.overrides)
     check_address(args.address)
     _check_local_resources(args, spec)
     optuna_url = _optuna_storage(args, uri, store)
@@ -121,18 +123,19 @@ def _check_local_cuda(
     raise UserInputError(study_error(spec, args.overrides, path, allowed))
 
 
-def checked_data(spec: StudySpec, planning: bool = False) -> str:
+def checked_data(spec: StudySpec, overrides: Sequence[str], planning: bool = False) -> str:
     """The study's data, and every intermediate stage's, read and checked as its trials will
     read them, in a few words; a synthetic study reads none. The one check of the data of
     the real run and of --dry-run, so both refuse the same input with the same line. One
     difference, `planning` (--dry-run): a dataset the hub does not answer for (offline, or
     no network here, as when a cluster's study is planned on a laptop) is said to be unread,
-    not refused; the run reads it before it writes anything, and refuses it then."""
+    not refused; the run reads it before it writes anything, and refuses it then. A label
+    map naming a type the data turns out not to have is refused at its study file line."""
     try:
         if spec.synthetic:
             check_stage_data(spec.grid, spec.fixed)
             return "none (synthetic trainable: learning curves from a formula, not a finding)"
-        splits, labels = load_checked_splits(spec.data)
+        splits, labels = _study_data(spec, overrides)
         check_stage_data(spec.grid, spec.fixed)
     except UserInputError as err:
         if planning and _unreachable(err):
@@ -141,6 +144,16 @@ def checked_data(spec: StudySpec, planning: bool = False) -> str:
         raise
     return (f"{len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test "
             f"sentences, {len(labels)} labels")  # fmt: skip
+
+
+def _study_data(spec: StudySpec, overrides: Sequence[str]) -> tuple[Splits, LabelMap]:
+    """The study's own data, read and checked; a label map it refuses is said at the line of
+    the study file (or the `--set`) that wrote it."""
+    try:
+        return load_checked_splits(spec.data)
+    except LabelMapError as err:
+        path = ("data", *err.path)
+        raise UserInputError(study_error(spec, overrides, path, err.allowed, err.value)) from err
 
 
 def _unreachable(err: BaseException) -> bool:

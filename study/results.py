@@ -21,9 +21,10 @@ def load_trials(tracking_uri: str | None, study: str, run_id: str | None = None)
     `phase`, `sample`, `seed`, `status`, ...), every setting (params parsed back to values:
     `lr` a number, `depth` as written) and every final metric (`dev_f1`, `test_f1`, ...).
 
-    `tracking_uri` None is the commands' default (MLFLOW_TRACKING_URI, else sqlite:///mlflow.db
-    in the current folder); `run_id` None is the newest finished study run of `study` (else
-    the newest). Raises UserInputError when the store has no such study or run."""
+    `tracking_uri` None is the commands' default (MLFLOW_TRACKING_URI, else
+    sqlite:///outputs/mlflow.db under the current folder); `run_id` None is the newest
+    finished study run of `study` (else the newest). Raises UserInputError when the store has
+    no such study or run."""
     return load_study_record(resolved_uri(tracking_uri), study, run_id).trials
 
 

@@ -142,7 +142,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         # which only the target's results have (and Tune would otherwise refuse a result for)
         os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     if args.dry_run:  # the data read and checked as the real run reads it, nothing written
-        data_line = checked_data(spec, planning=True)
+        data_line = checked_data(spec, args.overrides, planning=True)
         print(f"{make_plan(spec).describe()}\n  data: {data_line}")
         return StudyOutcome(EXIT_OK, spec.name)
     print(opening_line(spec, args), flush=True)  # before Ray, MLflow and the checks: seconds

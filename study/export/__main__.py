@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # MLflow and the trial readers: imported once the command lin
     from study.tracking.reading import StudyRecord
 
 EXAMPLES = """examples:
-  python -m study.export ner_depth --arm depth=full-1 --seed 3
+  python -m study.export ner_depth --arm depth=full-1 --seed 3   # a confirm seed of its report
   python -m study.export ner_depth --best --out models/best
   python -m study.export ner_depth --best --arm depth=full   # the best seed of one arm
   python -m study.export ner_depth --best --register ner-tagger   # also an MLflow model
@@ -60,7 +60,10 @@ def build_parser() -> OneLineParser:
         }),
     )  # fmt: skip
     parser.add_argument("study", help="study name (the MLflow experiment)")
-    parser.add_argument("--arm", metavar="ARM", help="the arm, as the report names it")
+    parser.add_argument("--arm", metavar="ARM",
+                        help="the arm: as the report names it (depth=5,data_fraction=1), "
+                        "as the study file writes it (depth=full-1), or any of its factors "
+                        "that name one arm alone (depth=5); ambiguous: lists them")  # fmt: skip
     parser.add_argument("--seed", type=int, metavar="N", help="the confirm seed")
     parser.add_argument("--best", action="store_true",
                         help="the completed confirm trial (of --arm, if given) with the best "

@@ -114,15 +114,26 @@ def study_field_error(
     return str(doc.fail(where, reason))
 
 
-def study_error(spec: StudySpec, overrides: Sequence[str], path: FieldPath, allowed: str) -> str:
+_AS_WRITTEN = object()
+
+
+def study_error(
+    spec: StudySpec,
+    overrides: Sequence[str],
+    path: FieldPath,
+    allowed: str,
+    value: Any = _AS_WRITTEN,
+) -> str:
     """The one-line error `file:line: field: value is not allowed: ...` for the field at
     `path` of the study as `spec` read it (its profile, and the `overrides` it ran with), the
-    value as written: for what the driver judges against the machine it runs on, not the
-    file alone."""
+    value as written unless `value` is given (a key of the mapping at `path`, say): for what
+    the driver judges against the machine it runs on, or the data once read, not the file
+    alone."""
     doc = _read_again(spec, overrides)
-    value: Any = doc.data
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
+    if value is _AS_WRITTEN:
+        value = doc.data
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
     return str(doc.bad(path, value, allowed))
 
 

@@ -77,10 +77,18 @@ def _modernbert_head_outside(tmp: Path, base: dict):
     return [str(study)], "fixed.reinit_heads[0][1]: 4 is not allowed: the model has 4 heads"
 
 
-def _label_map_case(rules: dict, expected: str) -> Case:
+def _label_map_case(rules: dict, expected: str, at: str | None = None) -> Case:
+    """An extra set with label `rules`; where `at` is given (a line of the written study file),
+    the error starts at that line, `teststudy.yaml:N: `, though only the data, once read,
+    shows the map wrong."""
+
     def case(tmp: Path, base: dict):
         extra = {"other": {"conll": base["data"]["dev"], **rules}}
-        return [str(_study_with(tmp, base, data__extra=extra))], expected
+        path = _study_with(tmp, base, data__extra=extra)
+        if at is None:
+            return [str(path)], expected
+        line = [text.strip() for text in path.read_text().splitlines()].index(at) + 1
+        return [str(path)], [f"teststudy.yaml:{line}: {expected}"]
 
     return case
 
@@ -212,6 +220,13 @@ CASES: dict[str, Case] = {
         {"tag_map": {"PER": "PERSON"}},
         "data.extra.other.tag_map.PER: 'PERSON' is not allowed: training has the types LOC, "
         "ORG, PER; did you mean 'PER'?",
+        at="PER: PERSON",
+    ),
+    "tag_map type the set lacks": _label_map_case(
+        {"tag_map": {"GPE": "LOC"}},
+        "data.extra.other.tag_map.GPE: 'GPE' is not allowed: the set has no entities of that "
+        "type (its types: LOC, ORG, PER)",
+        at="GPE: LOC",
     ),
     "unseen another value": _label_map_case(
         {"unseen": "drop"}, "data.extra.other.unseen: 'drop' is not allowed: one of error, as_o"

@@ -32,6 +32,7 @@ STUDY_MAY_IMPORT = {
     "trainables.data.sources",  # a `data:` config checked and its splits read
     "trainables.data.sources.conll",
     "trainables.data.sources.huggingface",
+    "trainables.data.relabel",  # LabelMapError: a label map put at its study file line
     "trainables.measures.fingerprints",  # a trial's layer fingerprint, read
     "trainables.measures.fingerprints.compare",  # and compared
     "trainables.training.curves",  # final_gain, the curve's last rise

@@ -128,19 +128,33 @@ def _set_types(sentences: list[TaggedSentence]) -> Counter[str]:
     return Counter(tag[2:] for s in sentences for tag in s.tags if tag.startswith("B-"))
 
 
+class LabelMapError(DataError):
+    """A label map naming a type the set or training does not have, found once the data is
+    read: `path` is the field in the study's `data` (`extra`, the set, `tag_map`, the set's
+    type), `value` the type named and `allowed` what would do, so the driver can point at the
+    study file's line (study/preflight.py). Rebuilt from them when copied or pickled."""
+
+    def __init__(self, path: tuple[str, ...], value: str, allowed: str):
+        self.path, self.value, self.allowed = tuple(path), value, allowed
+        super().__init__(f"data.{'.'.join(path)}: {value!r} is not allowed: {allowed}")
+
+    def __reduce__(self):
+        return type(self), (self.path, self.value, self.allowed)
+
+
 def _check_rules(rules: LabelRules, where: str, found: Counter[str], trained: set[str]) -> None:
-    field = f"data.{where}.tag_map"
+    field = (*where.split(".", 1), "tag_map")  # `extra.<set>` or a split's name
     for source, target in rules.tag_map:
         if source not in found:
-            raise DataError(
-                f"{field}: {source!r} is not allowed: the set has no entities of that type "
-                f"(its types: {', '.join(sorted(found)) or 'none'}){_closest(source, found)}"
-            )
+            raise LabelMapError(
+                (*field, source), source, f"the set has no entities of that type (its types: "
+                f"{', '.join(sorted(found)) or 'none'}){_closest(source, found)}",
+            )  # fmt: skip
         if target not in trained:
-            raise DataError(
-                f"{field}.{source}: {target!r} is not allowed: training has the types "
-                f"{', '.join(sorted(trained))}{_closest(target, trained)}"
-            )
+            raise LabelMapError(
+                (*field, source), target, f"training has the types "
+                f"{', '.join(sorted(trained))}{_closest(target, trained)}",
+            )  # fmt: skip
 
 
 def relabel(

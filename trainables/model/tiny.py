@@ -1,7 +1,7 @@
 """Tiny random-weight encoders and an offline word-piece tokenizer: the `tiny` model.
 
-Used by the `smoke` study (a whole study in seconds, to check the machinery rather than the
-science) and by the tests. Nothing here touches the network: models are built from configs and
+Used by the `smoke` study (a whole study in a few minutes, to check the machinery rather than
+the science) and by the tests. Nothing here touches the network: models are built from configs and
 the tokenizer from a hand-written vocabulary, deterministic per seed.
 """
 

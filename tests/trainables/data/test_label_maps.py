@@ -5,6 +5,7 @@ every mistake one line naming the field."""
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from collections import Counter
@@ -16,6 +17,7 @@ import yaml
 from study.fingerprint import data_fingerprint
 from tests.conftest import OTHER_DOMAIN_MAP, other_domain, synthetic_sentences, write_conll
 from tests.study_helpers import REPO
+from trainables.data.relabel import LabelMapError
 from trainables.data.sources import data_inputs, load_checked_splits
 from trainables.errors import ConfigError, DataError
 
@@ -69,8 +71,8 @@ def test_an_unseen_type_is_refused_by_default_with_the_remedy(tiny_corpus, renam
          "data.extra.other.tag_map.person: 'PRE' is not allowed: training has the types LOC, "
          "ORG, PER; did you mean 'PER'?"),
         ({"tag_map": {"persno": "PER"}}, DataError,
-         "data.extra.other.tag_map: 'persno' is not allowed: the set has no entities of that "
-         "type (its types: company, person, place); did you mean 'person'?"),
+         "data.extra.other.tag_map.persno: 'persno' is not allowed: the set has no entities of "
+         "that type (its types: company, person, place); did you mean 'person'?"),
         ({"unseen": "as-o"}, ConfigError,
          "data.extra.other.unseen: 'as-o' is not allowed: one of error, as_o"),
         ({"tag_map": {"B-person": "PER"}}, ConfigError, "give the type without B-/I-"),
@@ -81,6 +83,10 @@ def test_bad_label_maps_are_one_line_naming_the_field(tiny_corpus, renamed, entr
     with pytest.raises(error) as err:
         load_checked_splits(with_extra(tiny_corpus, {"conll": renamed[0], **entry}))
     assert message in str(err.value) and "\n" not in str(err.value)
+    if isinstance(err.value, LabelMapError):  # the field and value the driver puts at its line
+        again = pickle.loads(pickle.dumps(err.value))  # as Ray carries a trial's error
+        assert (again.path, again.value, str(again)) == (err.value.path, err.value.value, message)
+        assert message.startswith("data." + ".".join(again.path) + f": {again.value!r} ")
 
 
 def test_training_takes_no_label_map(tiny_corpus):

@@ -50,8 +50,9 @@ def is_synthetic(record: StudyRecord) -> bool:
 
 SYNTHETIC_NOTE = (
     "> **Synthetic trainable.** Every number below comes from the response surface in "
-    "`trainables/settings/surface.py`, not from training a model: this study tests the machinery "
-    "and is no finding."
+    "`trainables/settings/surface.py` (any layer comparison from its stand-in fingerprints, "
+    "random arrays), not from training a model: this study tests the machinery and is no "
+    "finding."
 )
 
 

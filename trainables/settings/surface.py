@@ -48,6 +48,12 @@ is no data: a nominal count, so compute comparisons have something to compare).
 A trial more than `diverge_above` decades above its arm's optimum diverges at its first step
 (`TrainingDiverged`, as the tagger's NaN loss does); `fail_at_step` raises as in the tagger.
 Each step takes `step_s` seconds of wall time (sleeping; 0 for throughput runs).
+
+With `fingerprint: true` a trial that ends also keeps a stand-in layer fingerprint where the
+trial's `dynamics` and `fingerprint` settings would keep the tagger's: a few random arrays in
+the tagger's file format, drawn from the trial's seed and settings, that travel the same way
+(final checkpoint, the driver's MLflow artifact, the report's layer comparisons). What those
+comparisons show is noise; off by default, so a trial reports exactly what it did before.
 """
 
 from __future__ import annotations
@@ -81,6 +87,9 @@ OPTION_HELP = {
     "`slow_by` times slower: a study can under-train one arm deterministically",
     "slow_by": "how many times slower `slow_arm` learns",
     "tokens_per_step": "what one step adds to tokens_seen",
+    "fingerprint": "keep a stand-in layer fingerprint (random arrays in the tagger's file "
+    "format) where `dynamics` and `fingerprint` would keep the tagger's: tests its way to "
+    "MLflow and the report",
 }
 
 
@@ -102,6 +111,7 @@ class Surface:
     slow_arm: dict[str, Any] | None = None
     slow_by: float = 10.0
     tokens_per_step: int = 512
+    fingerprint: bool = False
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:
@@ -235,6 +245,7 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     ),
     "slow_by": (lambda v: _number(v) and v >= 1, "a factor >= 1"),
     "tokens_per_step": (_positive_int, "an integer >= 1"),
+    "fingerprint": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 

@@ -20,6 +20,7 @@ def _surface_options() -> dict[str, str]:
     options = {}
     for item in dataclasses.fields(Surface):
         default = "null" if item.default is None else item.default
+        default = str(default).lower() if isinstance(default, bool) else default  # as YAML
         allowed = option_allowed(item.name)
         options[item.name] = f"{allowed} (default {default}): {OPTION_HELP[item.name]}"
     return options

@@ -7,7 +7,9 @@ surface in `trainables.settings.surface`, with no model, no data and no torch.
         trial.save(checkpoint_dir)
 
 It exists to exercise the machinery around trials (search, pruning, tracking, node loss, the
-scale benchmark) in seconds; what it reports is never a finding.
+scale benchmark) in seconds; what it reports is never a finding. With the surface option
+`fingerprint` its final checkpoint also holds a stand-in layer fingerprint
+(`stand_in_fingerprint`), so the fingerprint's way to MLflow is tested without an encoder.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from trainables.errors import TrainingDiverged
+from trainables.measures.fingerprints import LayerFingerprint, sentences_within
 from trainables.settings.budget import (
     PLATEAU_STOPPED,
     PlateauWatch,
@@ -31,12 +34,18 @@ from trainables.settings.budget import (
 )
 from trainables.settings.config import SURFACE_DRAWS, TrialConfig
 from trainables.settings.reported import each_time_test_name
-from trainables.settings.surface import Surface, surface_of
+from trainables.settings.sizes import parse_size
+from trainables.settings.surface import SYNTHETIC, Surface, surface_of
 from trainables.training.curves import final_gain, learning_curve_area, steps_to_fraction_of_final
 
 STATE_FILE = "synthetic_state.json"
 _SALT = 20261124  # keeps the surface's draws apart from any other use of the same seeds
 _EVALUATION = 1  # marks an evaluation's (or the test set's) draw in its seed key
+_FINGERPRINT = 2  # marks the stand-in fingerprint's draws in its seed key
+# The stand-in fingerprint's shape: every trial's is taken on the same "sentences" (these
+# lengths, token ids 0..T-1), so the report can compare any two, as it does the tagger's.
+STAND_IN_BLOCKS, STAND_IN_HEADS, STAND_IN_FEATURES = 2, 2, 8
+STAND_IN_LENGTHS = (3, 5, 4, 6)
 
 
 class SyntheticTrial:
@@ -67,7 +76,8 @@ class SyntheticTrial:
         self.metric_history: list[float] = []  # the study metric at each evaluation
         self.best_metrics: dict[str, float] = {}  # until_plateau: the best evaluation's
         self.last_metrics: dict[str, float] = {}
-        self.fingerprint = None  # no encoder: nothing to compare with other trials
+        # no encoder: only the surface option `fingerprint` keeps one, a stand-in, at the end
+        self.fingerprint: LayerFingerprint | None = None
 
     @property
     def finished(self) -> bool:
@@ -171,6 +181,13 @@ class SyntheticTrial:
             out.update(self.best_metrics)
             out["best_step"] = float(self.watch.best_step)
             out["best_evaluation"] = float(self.watch.best_evaluation)
+        cfg = self.cfg
+        if self.surface.fingerprint and cfg.dynamics != "off" and cfg.fingerprint:
+            cap = cfg.fingerprint_max_bytes
+            kept = stand_in_fingerprint(self.settings, None if cap is None else parse_size(cap))
+            self.fingerprint = kept  # what the tagger reports of its own, without the time
+            out["fingerprint_bytes"] = float(kept.nbytes if kept else 0)
+            out["fingerprint_sentences"] = float(kept.sentences if kept else 0)
         return out
 
     # --- state ----------------------------------------------------------------------------
@@ -227,6 +244,40 @@ def draw(settings: dict[str, Any], *where: int) -> float:
     seed = int(settings.get("seed", 0))
     key = [_SALT, trial_hash(settings), seed, _EVALUATION, *(w + 2 for w in where)]
     return float(np.random.default_rng(key).standard_normal())
+
+
+def stand_in_fingerprint(
+    settings: dict[str, Any], max_bytes: int | None = None
+) -> LayerFingerprint | None:
+    """A layer fingerprint in the tagger's format with no encoder behind it: hidden states
+    of normal draws and attention rows of uniform draws (each row summing to 1), from a
+    generator seeded by the trial's seed, data seed and `trial_hash`, so a trial (resumed or
+    not) always keeps the same one. Under `max_bytes` the last sentences are dropped as the
+    tagger drops them; None when not one fits."""
+    blocks, heads, features = STAND_IN_BLOCKS, STAND_IN_HEADS, STAND_IN_FEATURES
+    kept = sentences_within(STAND_IN_LENGTHS, blocks, heads, features, max_bytes)
+    if kept == 0:
+        return None
+    seed = int(settings.get("seed", 0))
+    data_seed = settings.get("data_seed")
+    data_seed = seed if data_seed is None else int(data_seed)
+    # + 1: numpy seeds [x, y] and [x, y, 0] alike, so the key never ends in a zero
+    rng = np.random.default_rng([_SALT, trial_hash(settings), seed, _FINGERPRINT, data_seed + 1])
+    tokens = sum(STAND_IN_LENGTHS)
+    hidden = [rng.standard_normal((tokens, features)) for _ in range(blocks + 1)]
+    attention = []
+    for _ in range(blocks):
+        rows = [rng.random((heads, n, n)) for n in STAND_IN_LENGTHS]
+        attention.append([(r / r.sum(-1, keepdims=True)).reshape(heads, -1) for r in rows])
+    lengths = STAND_IN_LENGTHS[:kept]  # the same draws, whatever the cap keeps of them
+    used = sum(lengths)
+    return LayerFingerprint.from_arrays(
+        [h[:used] for h in hidden],
+        [np.concatenate(maps[:kept], axis=1) for maps in attention],
+        lengths,
+        np.arange(used),
+        {"model": SYNTHETIC, "sample_sentences": str(len(STAND_IN_LENGTHS))},
+    )
 
 
 def trial_hash(settings: dict[str, Any]) -> int:

@@ -1,16 +1,23 @@
 """The synthetic trainable alone (trainables/settings/surface.py,
 trainables/training/synthetic.py), no Ray: it evaluates when the tagger would, a resumed trial
-reports what an uninterrupted one does, it fails and diverges when told to, and its noise is the
-documented size."""
+reports what an uninterrupted one does, it fails and diverges when told to, its noise is the
+documented size, and its stand-in layer fingerprint (surface option `fingerprint`) is a real
+fingerprint file, the same for the same settings, kept only when asked for, with no torch."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
+from tests.study_helpers import REPO
 from trainables.errors import ConfigError, TrainingDiverged
+from trainables.measures.fingerprints import FILE_NAME, LayerFingerprint
+from trainables.measures.fingerprints.compare import compare
 from trainables.settings.config import TrialConfig
 from trainables.settings.surface import Surface, surface_of
 from trainables.training.synthetic import SyntheticTrial
@@ -160,3 +167,94 @@ def test_a_slow_arm_is_still_learning_at_its_end():
     other = list(trial(surface, epochs=5).run())[-1]  # the same arm, at its own speed
     assert slow["final_gain"] > 0.05 and abs(other["final_gain"]) < 0.005
     assert slow["test_f1"] < other["test_f1"]
+
+
+def _fingerprinted(surface: dict | None = None, **settings) -> tuple[SyntheticTrial, dict]:
+    """A trial run to its end with the stand-in fingerprint asked for, and its final metrics."""
+    made = trial({"fingerprint": True, **(surface or {})}, **settings)
+    return made, list(made.run())[-1]
+
+
+def _arrays(fingerprint: LayerFingerprint) -> dict[str, np.ndarray]:
+    arrays = {name: np.asarray(fingerprint.tensors[name]) for name in fingerprint.tensors}
+    return arrays | {"lengths": fingerprint.lengths, "input_ids": fingerprint.input_ids}
+
+
+def test_the_fingerprint_option_keeps_a_stand_in_that_its_file_holds(tmp_path):
+    kept, final = _fingerprinted(seed=3)
+    stand_in = kept.fingerprint
+    assert stand_in is not None and stand_in.blocks == 2 and stand_in.heads == 2
+    assert final["fingerprint_bytes"] == stand_in.nbytes > 0  # what the driver's callback reads
+    assert final["fingerprint_sentences"] == stand_in.sentences == 4
+    size = stand_in.save(tmp_path / FILE_NAME)  # as the Tune adapter saves the tagger's
+    loaded = LayerFingerprint.load(tmp_path / FILE_NAME)  # as the report reads it back
+    assert size > stand_in.nbytes and loaded.meta == stand_in.meta
+    assert {k: v.tolist() for k, v in _arrays(loaded).items()} == {
+        k: v.tolist() for k, v in _arrays(stand_in).items()
+    }
+    maps = np.asarray(loaded.attention_maps(0), np.float64)[:, :9].reshape(2, 3, 3)
+    assert np.allclose(maps.sum(-1), 1.0, atol=2e-3)  # each query row a distribution
+
+
+def test_the_stand_in_is_the_same_for_the_same_settings_and_on_the_same_sentences():
+    first, _ = _fingerprinted(seed=3)
+    again, _ = _fingerprinted(seed=3)
+    other, _ = _fingerprinted(seed=4)
+    a, b, c = (_arrays(t.fingerprint) for t in (first, again, other))
+    assert all(np.array_equal(a[name], b[name]) for name in a)
+    assert not np.array_equal(a["hidden.1"], c["hidden.1"])  # another seed, other draws
+    assert np.array_equal(a["input_ids"], c["input_ids"])  # on the same "sentences"
+    measures = compare(first.fingerprint, other.fingerprint)  # so the report compares them
+    assert len(measures["cka"]) == 3 and all(0 < v < 1 for v in measures["cka"])
+    assert compare(first.fingerprint, again.fingerprint)["cka"] == [1.0, 1.0, 1.0]
+
+
+def test_a_resumed_trial_keeps_the_stand_in_an_uninterrupted_one_does(tmp_path):
+    whole, _ = _fingerprinted(seed=3, epochs=3)
+    first = trial({"fingerprint": True}, seed=3, epochs=3)
+    for _ in first.run():
+        first.save(tmp_path)
+        break
+    resumed = trial({"fingerprint": True}, seed=3, epochs=3)
+    resumed.restore(tmp_path)
+    list(resumed.run())
+    a, b = _arrays(whole.fingerprint), _arrays(resumed.fingerprint)
+    assert all(np.array_equal(a[name], b[name]) for name in a)
+
+
+def test_no_stand_in_unless_asked_for_and_kept_as_the_taggers_would_be():
+    off = trial(seed=3)  # the default: what a trial reported before the option existed
+    assert "fingerprint_bytes" not in list(off.run())[-1] and off.fingerprint is None
+    for settings in ({"fingerprint": False}, {"dynamics": "off"}):  # the tagger keeps none
+        kept, final = _fingerprinted(**settings)
+        assert kept.fingerprint is None and "fingerprint_bytes" not in final
+    capped, final = _fingerprinted(fingerprint_max_bytes=1000)  # the first 2 sentences fit
+    assert final["fingerprint_sentences"] == 2 and final["fingerprint_bytes"] <= 1000
+    whole, _ = _fingerprinted()  # the cap drops the last sentences, as the tagger's does
+    assert np.array_equal(capped.fingerprint.hidden_state(2), whole.fingerprint.hidden_state(2, 2))
+    none, final = _fingerprinted(fingerprint_max_bytes=10)
+    assert none.fingerprint is None and final["fingerprint_bytes"] == 0
+
+
+_NO_TORCH = """
+import json, sys
+from trainables.settings.config import TrialConfig
+from trainables.training.trials import new_trial
+trial = new_trial(TrialConfig.from_dict(
+    {"trainable": {"synthetic": {"fingerprint": True}}, "epochs": 1, "lr": 5e-5}))
+final = list(trial.run())[-1]
+trial.fingerprint.save(sys.argv[1])
+print(json.dumps([final["fingerprint_bytes"], sorted(sys.modules)]))
+"""
+
+
+def test_a_trial_keeping_the_stand_in_imports_no_torch(tmp_path):
+    """The synthetic trial's worker skips torch's seconds of imports, fingerprint included."""
+    done = subprocess.run([sys.executable, "-c", _NO_TORCH, str(tmp_path / FILE_NAME)],
+                          cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    kept, modules = json.loads(done.stdout.splitlines()[-1])
+    assert kept > 0 and (tmp_path / FILE_NAME).exists()  # the path ran
+    assert "trainables.measures.fingerprints.record" in modules
+    heavy = [m for m in modules if m.split(".")[0] in ("torch", "transformers")]
+    assert heavy == []

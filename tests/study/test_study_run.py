@@ -275,14 +275,15 @@ def test_unknown_study_lists_known_ones(tmp_path):
     assert "ner_depth" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
-def test_confirm_rounds_add_seeds_and_survive_a_sigkill(tmp_path, tiny_model, tiny_corpus):
+def test_confirm_rounds_add_seeds_and_survive_a_sigkill(tmp_path):
     """Sequential confirm: 2 held-out seeds, then 2 more while the comparison is open (margin
     0 rules out equivalence; 2 seeds cannot pass O'Brien-Fleming's first look). The driver is
-    killed as round 1 starts; the resumed driver runs round 1 only, each trial once."""
+    killed as round 1 starts; the resumed driver runs round 1 only, each trial once (the
+    driver's rounds and resume, on the synthetic twin of the tiny study)."""
     confirm = {"select": "best", "seeds": 2, "max_seeds": 4, "step": 2}
     phases = {"explore": {"samples": 2, "seeds": 2}, "confirm": confirm}
     analysis = {"primary": "dev_loss", "margin": 0.0}
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus, phases=phases, analysis=analysis)
+    study = write_synthetic_twin(tmp_path, phases=phases, analysis=analysis)
     first: list[str] = []
     driver = start_driver(study, tmp_path)
     assert read_until(driver, lambda seen: "confirm round 1" in "".join(seen[-3:]), first)
@@ -306,6 +307,7 @@ def test_confirm_rounds_add_seeds_and_survive_a_sigkill(tmp_path, tiny_model, ti
     assert len(json.loads(state.read_text())["confirm_rounds"]) == 2
     report = (tmp_path / "reports" / "teststudy" / "README.md").read_text()
     assert "seeds after each look [2, 4]" in report and "## Verdicts (primary metric)" in report
+    assert report.startswith("# Synthetic study report")  # the twin's: never a finding
 
 
 def test_reused_explore_seeds_run_once_and_the_report_says_so(tmp_path):

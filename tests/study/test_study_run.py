@@ -213,8 +213,10 @@ def test_resume_after_two_sigkills_finishes_without_reruns_or_duplicates(
         assert all(t.state.is_finished() for t in trials)
 
 
-def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_corpus):
-    study = write_study(tmp_path, str(tiny_model), tiny_corpus)
+def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path):
+    """The driver's Ctrl-C, its resume and the report's header, on the synthetic twin of the
+    tiny study."""
+    study = write_synthetic_twin(tmp_path)
     seen: list[str] = []
     driver = start_driver(study, tmp_path)
     assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 2, seen)
@@ -251,12 +253,15 @@ def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path, tiny_model, tiny_co
     assert study_run.data.tags[DRIVERS_TAG] == "2"
     assert first_wall + 1 < wall <= first_wall + time.time() - started + 1
     header = (tmp_path / "reports" / "teststudy" / "README.md").read_text().splitlines()
+    # the header's MLflow and model lines (a synthetic study's note stands above them)
+    mlflow, model = (next(line for line in header if line.startswith(f"- {what} "))
+                     for what in ("MLflow:", "Model"))  # fmt: skip
     minutes, seconds = divmod(int(wall), 60)
-    assert f"wall time {minutes} min {seconds} s over 2 runs of the driver" in header[4], header
+    assert f"wall time {minutes} min {seconds} s over 2 runs of the driver" in mlflow, header
     # both drivers ran this checkout: one code version, named once
     code = study_run.data.tags["code_version"]
     assert json.loads(study_run.data.tags["code_versions"]) == [code]
-    assert header[5].endswith(f", code `{code}`"), header[5]
+    assert model.endswith(f", code `{code}`"), model
 
 
 def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path, tiny_model, tiny_corpus):

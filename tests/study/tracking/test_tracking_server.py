@@ -56,6 +56,14 @@ def _small_study(folder: Path, name: str, tiny_model, tiny_corpus) -> Path:
     return path.rename(folder / f"{name}.yaml")  # the study, and so its experiment, is `name`
 
 
+def _small_twin(folder: Path, name: str) -> Path:
+    """`_small_study` on the synthetic twin of the tiny model (the same 4 trials, each keeping a
+    stand-in layer fingerprint): for the tests of the tracking that read nothing of a model."""
+    folder.mkdir()
+    path = studies.write_synthetic_twin(folder, **studies.SMALL_STUDY)
+    return path.rename(folder / f"{name}.yaml")
+
+
 def _query(postgres, sql: str) -> list[tuple]:
     import psycopg
 
@@ -73,11 +81,11 @@ def _runs_per_experiment(postgres) -> dict[str, int]:
     return {name: n for name, n in rows if n}
 
 
-def test_two_studies_at_once_on_one_server(postgres, server, tmp_path, tiny_model, tiny_corpus):
+def test_two_studies_at_once_on_one_server(postgres, server, tmp_path):
     names = ("study_a", "study_b")
     drivers = {}
     for name in names:
-        study = _small_study(tmp_path / name, name, tiny_model, tiny_corpus)
+        study = _small_twin(tmp_path / name, name)
         extra = ("--tracking-uri", server, "--num-cpus", "1")
         command = studies.study_command(study, tmp_path / name, *extra)
         drivers[name] = subprocess.Popen(
@@ -100,8 +108,8 @@ def _trials_finished(n: int):
     return lambda lines: len(studies.finished_trials(lines)) >= n
 
 
-def test_study_outlives_a_database_restart(postgres, server, tmp_path, tiny_model, tiny_corpus):
-    study = _small_study(tmp_path / "s", "teststudy", tiny_model, tiny_corpus)
+def test_study_outlives_a_database_restart(postgres, server, tmp_path):
+    study = _small_twin(tmp_path / "s", "teststudy")
     seen: list[str] = []
     driver = studies.start_driver(study, tmp_path / "s", "--tracking-uri", server)
     try:

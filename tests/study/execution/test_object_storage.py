@@ -32,6 +32,7 @@ from tests.study_helpers import (
     runs_by_kind,
     start_driver,
     write_study,
+    write_synthetic_twin,
 )
 
 pytestmark = [
@@ -80,11 +81,13 @@ def _saved_states(s3) -> list[str]:
     return sorted(folders)
 
 
-def _first_trial_done(s3, tmp: Path, storage: str, tiny_model, tiny_corpus, drivers: list):
+def _first_trial_done(s3, tmp: Path, storage: str, drivers: list):
     """A small study started on `storage`, read until its first trial finished and then held
     still (see `_hold_trials`): (its file, the running driver, its output so far, the held
-    trial processes)."""
-    study = write_study(tmp, str(tiny_model), tiny_corpus, **SMALL_STUDY)
+    trial processes). The study is SMALL_STUDY on the synthetic twin of the tiny model (its
+    trials checkpoint through the same trial folders and keep a stand-in layer fingerprint):
+    these tests are about where the study's state lives, not about a model."""
+    study = write_synthetic_twin(tmp, **SMALL_STUDY)
     seen: list[str] = []
     driver = start_driver(study, tmp, "--storage", storage)
     drivers.append(driver)
@@ -136,12 +139,10 @@ def _state_versions(s3) -> dict[str, str]:
 
 
 def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
-    s3, drivers, monkeypatch, tmp_path, tiny_model, tiny_corpus
+    s3, drivers, monkeypatch, tmp_path
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=True)
-    study, driver, first, _ = _first_trial_done(
-        s3, tmp_path, storage, tiny_model, tiny_corpus, drivers
-    )
+    study, driver, first, _ = _first_trial_done(s3, tmp_path, storage, drivers)
     keys = s3.keys(BUCKET)
     assert any("/checkpoint_" in key for key in keys), keys
     (state,) = [key for key in keys if key.endswith("/study.json")]
@@ -161,13 +162,9 @@ def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
     assert _saved_states(s3) == [f"{study_dir}/confirm"]
 
 
-def test_storage_going_away_is_one_line_then_a_clean_resume(
-    s3, drivers, monkeypatch, tmp_path, tiny_model, tiny_corpus
-):
+def test_storage_going_away_is_one_line_then_a_clean_resume(s3, drivers, monkeypatch, tmp_path):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=False)
-    study, driver, seen, held = _first_trial_done(
-        s3, tmp_path, storage, tiny_model, tiny_corpus, drivers
-    )
+    study, driver, seen, held = _first_trial_done(s3, tmp_path, storage, drivers)
     s3.stop()
     for proc in held:  # their next checkpoint finds the storage gone
         with contextlib.suppress(psutil.Error):

@@ -7,7 +7,7 @@ Why a second file: the trials ledger holds what a trial ended with, which is all
 today's bench needs; the tabular benchmark (bench/search_tabular.py) replays a contender at any
 budget and measures which checkpoint should score test, and for that it needs the whole curve
 of every trial. The curves come from the MLflow metric histories through the project's one
-reader (study/tracking/reading.py), the dev metric as the evaluations made it (a trial that
+reader (study/tracking/curves.py), the dev metric as the evaluations made it (a trial that
 kept an earlier evaluation's weights re-logs their dev score at its last step:
 `evaluations_as_made` undoes that), the test curve as logged.
 """

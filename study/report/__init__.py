@@ -1,6 +1,7 @@
 """The study report, made from MLflow alone: `python -m study.report NAME` (see `__main__`).
 
-The study is read back from MLflow by `study.tracking.reading` (beside its writer); `build`
+The study is read back from MLflow by `study.tracking.reading` and, each evaluation's
+metrics, `study.tracking.curves` (beside their writer); `build`
 computes and writes the report (it writes nothing to MLflow: the driver logs the report and
 its `run_metrics` onto the study's runs through `study.tracking.store`), `markdown`
 writes its page (with `text`, the number and table formats), `plots` its core figures.

@@ -1,4 +1,5 @@
-"""The report's figures, drawn from the tables of `study.tracking.reading` with matplotlib.
+"""The report's figures, drawn from the tables of `study.tracking.reading` and
+`study.tracking.curves` with matplotlib.
 
 Each function writes one PNG and returns its path, or None when the study has nothing to
 show for it (no searched lr, fewer than two grid factors, ...). Figures are meant to be read

@@ -30,8 +30,8 @@ def write_study(folder: Path, model: str, corpus: dict[str, str], **overrides: A
     return _write_two_arm_study(folder, {"model": model, "data": dict(corpus)}, overrides)
 
 
-# write_study's study on the synthetic trainable, for tests of the driver (confirm rounds, seed
-# reuse, data seeds) that read nothing of a model: 3 blocks give the same arms (depth=3 and
+# write_study's study on the synthetic trainable, for the tests of the driver that read nothing
+# of a model (docs/testing.md names them): 3 blocks give the same arms (depth=3 and
 # depth=2), lr 3e-3 is its optimum and 1e-6 three decades below it (so explore's choice and
 # ASHA's stop are the tiny model's), never diverging; a trial is 6 steps an epoch of 0.05 s
 # each, and its worker skips the seconds of torch and transformers imports a tiny trial pays.

@@ -47,9 +47,9 @@ _PER_EVAL = re.compile(r"_L\d+$")  # dynamics logged at every evaluation, one se
 _URI_ENV = "MLFLOW_TRACKING_URI"  # what mlflow.set_tracking_uri also writes into os.environ
 BASE_METRICS = ["dev_f1", "test_f1", "curve_area", "steps_to_95"]
 DEFAULT_METRIC = {"name": "dev_f1", "mode": "max"}  # a study's `metric:` where it declares none
-# What a trial reports about its budget at its end (metrics), and the driver's verdict on
-# whether it had stopped improving (a tag): columns of every trials.csv, empty where a study
-# was recorded before trials reported them.
+# What a trial reports about its budget at its end (metrics): columns of every trials.csv
+# (with the driver's `converged` tag, study/names.py), empty where a study was recorded
+# before trials reported them.
 BUDGET_METRICS = ("final_gain", PLATEAU_STOPPED, "steps_run", "tokens_seen")
 
 

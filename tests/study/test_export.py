@@ -97,7 +97,13 @@ def copy_of_the_store(study: Path, folder: Path) -> None:
     """The study's MLflow store (its database and artifacts) copied into `folder`, each
     artifact location moved to the copy's, so that what a command writes there (a registered
     model, its files in the trial run) stays out of the shared study."""
-    shutil.copy(study / "mlflow.db", folder / "mlflow.db")
+    with (
+        sqlite3.connect(study / "mlflow.db") as source,
+        sqlite3.connect(folder / "mlflow.db") as copy,
+    ):
+        source.backup(copy)  # whole, write-ahead log included (the store runs in WAL mode)
+    source.close()
+    copy.close()
     shutil.copytree(study / "mlartifacts", folder / "mlartifacts")
     old, new = (study / "mlartifacts").as_uri(), (folder / "mlartifacts").as_uri()
     with sqlite3.connect(folder / "mlflow.db") as db:

@@ -131,6 +131,18 @@ def test_unknown_and_bad_surface_options_are_refused():
     assert surface_of("tagger") is None and surface_of("synthetic") == Surface()
 
 
+@pytest.mark.parametrize(
+    ("word", "flag"), [("yes", True), ("On", True), ("off", False), (True, True)]
+)
+def test_a_boolean_surface_option_takes_the_words_every_boolean_setting_takes(word, flag):
+    assert surface_of({"synthetic": {"fingerprint": word}}).fingerprint is flag
+
+
+def test_a_boolean_surface_option_refuses_anything_else_in_one_line():
+    with pytest.raises(ConfigError, match="fingerprint='maybe' is not allowed: true or false"):
+        surface_of({"synthetic": {"fingerprint": "maybe"}})
+
+
 @pytest.mark.parametrize(("fraction", "per_epoch"), [(1.0, 20), (0.5, 10)])
 def test_a_step_budget_runs_its_steps_at_any_data_fraction(fraction, per_epoch):
     budget = {"steps": 45}

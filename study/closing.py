@@ -14,10 +14,9 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from study.command_line import NO_REPORT
 from study.folder_names import report_folder
 from study.names import default_tracking_uri
-from study.outputs import DEFAULT_REPORTS
+from study.outputs import DEFAULT_REPORTS, NO_REPORT, wants_report
 from trainables.errors import first_line, joined
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ def finish_and_report(
     patiently(lambda: tracker.set_tags(study_run, finished), uri)
     report, problem = None, None
     again = report_command(uri, spec.name, study_run, reports, profile)
-    if reports.lower() == NO_REPORT:
+    if not wants_report(reports):
         print(f"no report made (--reports {NO_REPORT}); make it with: {again}")
     else:
         report, problem = _report(tracker, uri, spec.name, study_run, reports, again)
@@ -57,7 +56,7 @@ def report_command(uri: str, study: str, study_run: str, reports: str, profile: 
     command = f"python -m study.report {shlex.quote(study)} --run-id {study_run}"
     if uri != default_tracking_uri():
         command += f" --tracking-uri {shlex.quote(uri)}"
-    if reports.lower() != NO_REPORT and Path(reports) != Path(DEFAULT_REPORTS):
+    if wants_report(reports) and Path(reports) != Path(DEFAULT_REPORTS):
         command += f" --out {shlex.quote(str(report_folder(reports, study, profile)))}"
     return command
 

@@ -19,7 +19,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the study ran but has no report: every trial failed, Tune or the report failed
 EXIT_STORAGE = 3  # the storage is full or does not answer: fix that, then --resume
 EXIT_INTERRUPTED = 130  # Ctrl-C or a stopped phase; the state is saved, --resume continues
-NO_REPORT = "none"  # --reports none: the study ends without its report (bench/scale.py)
 
 
 EXAMPLES = """examples:

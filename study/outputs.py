@@ -21,9 +21,15 @@ from pathlib import Path
 OUTPUTS = Path("outputs")
 DEFAULT_STORAGE = str(OUTPUTS / "ray_results")
 DEFAULT_REPORTS = str(OUTPUTS / "reports")
+NO_REPORT = "none"  # --reports none: the study ends without its report (bench/scale.py)
 DEFAULT_TRACKING = f"sqlite:///{OUTPUTS / 'mlflow.db'}"  # as the commands' help says it
 # what a finished study leaves in the outputs folder; nothing else is left behind
 LEFT_BEHIND = ("mlflow.db", "mlartifacts", "optuna.db", "ray_results", "reports")
+
+
+def wants_report(reports: str) -> bool:
+    """Whether `--reports` asks for a report (a folder), not `none` in any case."""
+    return reports.lower() != NO_REPORT
 
 
 def outputs_line(tracking: str, storage: str, reports: str, optuna: str | None) -> str:
@@ -38,7 +44,9 @@ def outputs_line(tracking: str, storage: str, reports: str, optuna: str | None) 
     )
     if default:
         return f"outputs in {folder}/ (MLflow store, Optuna samples, Ray results, report)"
-    report = "no report (--reports none)" if reports.lower() == "none" else f"report in {reports}"
+    report = f"no report (--reports {NO_REPORT})"
+    if wants_report(reports):
+        report = f"report in {reports}"
     return (f"outputs: MLflow {tracking}; Ray results {storage}; {report}"
             + (f"; Optuna samples {optuna}" if optuna else ""))  # fmt: skip
 

@@ -13,10 +13,9 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from study.command_line import NO_REPORT
 from study.folder_names import check_replaceable, report_folder
 from study.names import tracking_uri
-from study.outputs import outputs_line
+from study.outputs import outputs_line, wants_report
 from study.plan import StudyPlan, make_plan
 from study.precision import settle_precision
 from study.spec import StudySpec, check_same_overrides, study_error
@@ -51,7 +50,7 @@ def check_before_writing(
     probe_tracking(uri)
     store.check_writable()  # before it is read: a store that does not answer is one line
     held.enter_context(DriverLock(store, spec.name, wait=args.wait))  # one driver a study
-    if args.reports.lower() != NO_REPORT:  # a report that could not be written is refused now
+    if wants_report(args.reports):  # a report that could not be written is refused now
         check_replaceable(report_folder(args.reports, spec.name, profile))
     study_dir, state = study_folder(store, spec.name, profile, args.resume)
     if args.resume:

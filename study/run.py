@@ -31,7 +31,6 @@ from study.command_line import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_STORAGE,
-    NO_REPORT,
     parse_args,
 )
 from study.names import (
@@ -40,7 +39,7 @@ from study.names import (
     OPTUNA_TAG,
     tracking_uri,
 )
-from study.outputs import outputs_line, stores_closed
+from study.outputs import outputs_line, stores_closed, wants_report
 from study.plan import StudyPlan, make_plan
 from study.preflight import check_before_writing, checked_data
 from study.progress.line import StudyProgress
@@ -158,7 +157,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         waiting = unplaceable_on_cluster(spec.resources)
         if waiting:
             log.warning("%s", waiting)
-    if args.reports.lower() != NO_REPORT:
+    if wants_report(args.reports):
         preload_report()
     optuna_tags = _optuna_tags(optuna_url, study_dir, spec)
     study_run, arm_runs = open_study_runs(

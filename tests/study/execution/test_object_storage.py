@@ -23,6 +23,7 @@ from study.names import DRIVERS_TAG, WALL_TAG
 from study.search.tune_internals import EXPERIMENT_STATE_PATTERN
 from tests.study_helpers import (
     SMALL_STUDY,
+    TWIN_SURFACE,
     assert_each_trial_ended_once,
     assert_every_trial_once,
     finished_trials,
@@ -64,6 +65,9 @@ def drivers():
         driver.wait()
 
 
+HELD_STEP_S = 0.2  # 24 steps a trial (SMALL_STUDY's 4 epochs of the twin's 6): 4.8 s
+
+
 def _storage(s3, monkeypatch, endpoint_in_uri: bool) -> str:
     if endpoint_in_uri:
         return s3.uri(BUCKET, "ray")
@@ -86,8 +90,11 @@ def _first_trial_done(s3, tmp: Path, storage: str, drivers: list):
     still (see `_hold_trials`): (its file, the running driver, its output so far, the held
     trial processes). The study is SMALL_STUDY on the synthetic twin of the tiny model (its
     trials checkpoint through the same trial folders and keep a stand-in layer fingerprint):
-    these tests are about where the study's state lives, not about a model."""
-    study = write_synthetic_twin(tmp, **SMALL_STUDY)
+    these tests are about where the study's state lives, not about a model. Its steps take
+    `HELD_STEP_S` (4.8 s a trial), so the trials still run when the first one's line is read
+    and they are held, on a fast machine too."""
+    surface = {**TWIN_SURFACE, "step_s": HELD_STEP_S}
+    study = write_synthetic_twin(tmp, **SMALL_STUDY, trainable={"synthetic": surface})
     seen: list[str] = []
     driver = start_driver(study, tmp, "--storage", storage)
     drivers.append(driver)
@@ -104,7 +111,7 @@ def _hold_trials(driver, s3) -> list[psutil.Process]:
     (Ray 2.60's experiment state manager says as much). A driver that dies between the
     two leaves a state naming a checkpoint that is gone, and that trial fails on resume. On a
     local disk that upload takes milliseconds; to a bucket, a good part of the second that a
-    tiny trial takes per evaluation. These tests are about where the state lives, not about
+    trial here takes per evaluation. These tests are about where the state lives, not about
     that window, so they stop the driver outside it."""
     held = [proc for proc in psutil.process_iter(["cmdline"]) if _ray_worker(proc, driver.pid)]
     assert held, "no Ray worker found in the driver's session"

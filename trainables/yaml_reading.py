@@ -188,3 +188,10 @@ def bool_word(value: Any) -> bool | None:
     if isinstance(value, str):
         return BOOL_WORDS.get(value.strip().lower())
     return None
+
+
+def as_flag(value: Any) -> Any:
+    """A boolean setting's value as a bool where it is a YAML boolean or a yes/no/on/off
+    word; anything else as given, for the setting's own check to refuse in one line."""
+    word = bool_word(value)
+    return value if word is None else word

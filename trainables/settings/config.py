@@ -26,7 +26,7 @@ from trainables.settings.stage_config import (
     check_stages,
 )
 from trainables.settings.surface import SYNTHETIC, TAGGER, surface_of
-from trainables.yaml_reading import bool_word
+from trainables.yaml_reading import as_flag
 
 SCHEDULES = ("linear", "cosine", "constant")
 DEVICES = ("auto", "cpu", "cuda")
@@ -440,6 +440,12 @@ class TrialConfig:
     def metric_mode(self) -> str:
         return self.metric["mode"]
 
+    @property
+    def keeps_fingerprint(self) -> bool:
+        """Whether the trial keeps a layer fingerprint at its end: taken on the dynamics
+        sample, so never with `dynamics: off`."""
+        return self.dynamics != "off" and self.fingerprint
+
 
 def _traits(name: str) -> dict[str, Any]:
     """Each field's value of the trait `name` (metadata key), where it has one."""
@@ -520,8 +526,7 @@ def _frozen(value: Any) -> Any:
 def normalized(name: str, value: Any) -> Any:
     """A setting as the trial takes it: a boolean setting also takes yes/no/on/off, which
     YAML 1.1 read as booleans (trainables/yaml_reading.py), so older files keep their meaning."""
-    word = bool_word(value) if name in _BOOL_FIELDS else None
-    return value if word is None else word
+    return as_flag(value) if name in _BOOL_FIELDS else value
 
 
 def _finite(value: float | int) -> bool:

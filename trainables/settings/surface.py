@@ -66,7 +66,7 @@ from typing import Any
 from trainables.errors import ConfigError
 from trainables.settings.budget import Budget, parse_budget
 from trainables.settings.layouts import DepthError, blocks_kept
-from trainables.yaml_reading import bool_word
+from trainables.yaml_reading import as_flag
 
 TAGGER, SYNTHETIC = "tagger", "synthetic"
 
@@ -128,7 +128,7 @@ class Surface:
             )
         flags = {f.name for f in dataclasses.fields(cls) if isinstance(f.default, bool)}
         # a yes/no/on/off word is a boolean here as in every other setting (yaml_reading)
-        options = {name: _as_flag(value) if name in flags else value
+        options = {name: as_flag(value) if name in flags else value
                    for name, value in options.items()}  # fmt: skip
         for name, value in options.items():
             check_option(name, value)
@@ -231,13 +231,6 @@ def _positive_int(v: Any) -> bool:
 
 def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _as_flag(value: Any) -> Any:
-    """A boolean option's value: a YAML boolean or a yes/no/on/off word as a bool; anything
-    else as given, for the option's check to refuse in one line."""
-    word = bool_word(value)
-    return value if word is None else word
 
 
 _CHECKS: dict[str, tuple[Any, str]] = {

@@ -26,6 +26,7 @@ import numpy as np
 
 from trainables.errors import TrainingDiverged
 from trainables.measures.fingerprints import LayerFingerprint, sentences_within
+from trainables.measures.fingerprints.record import kept_counts
 from trainables.settings.budget import (
     PLATEAU_STOPPED,
     PlateauWatch,
@@ -182,12 +183,11 @@ class SyntheticTrial:
             out["best_step"] = float(self.watch.best_step)
             out["best_evaluation"] = float(self.watch.best_evaluation)
         cfg = self.cfg
-        if self.surface.fingerprint and cfg.dynamics != "off" and cfg.fingerprint:
+        if self.surface.fingerprint and cfg.keeps_fingerprint:
             cap = cfg.fingerprint_max_bytes
             kept = stand_in_fingerprint(self.settings, None if cap is None else parse_size(cap))
-            self.fingerprint = kept  # what the tagger reports of its own, without the time
-            out["fingerprint_bytes"] = float(kept.nbytes if kept else 0)
-            out["fingerprint_sentences"] = float(kept.sentences if kept else 0)
+            self.fingerprint = kept
+            out.update(kept_counts(kept))  # what the tagger reports of its own, without the time
         return out
 
     # --- state ----------------------------------------------------------------------------
@@ -226,11 +226,16 @@ class SyntheticTrial:
 
 
 # --- the surface's draws (trainables/settings/surface.py says what they add up to) -----------
-def seed_effect(surface: Surface, settings: dict[str, Any]) -> float:
-    """noise * (a + b) / sqrt(2): a shared by every arm on this seed, b this trial's own."""
+def _seeds(settings: dict[str, Any]) -> tuple[int, int]:
+    """The trial's seed and its data seed (the seed where it sets none), as the tagger's."""
     seed = int(settings.get("seed", 0))
     data_seed = settings.get("data_seed")
-    data_seed = seed if data_seed is None else int(data_seed)
+    return seed, seed if data_seed is None else int(data_seed)
+
+
+def seed_effect(surface: Surface, settings: dict[str, Any]) -> float:
+    """noise * (a + b) / sqrt(2): a shared by every arm on this seed, b this trial's own."""
+    seed, data_seed = _seeds(settings)
     shared = np.random.default_rng([_SALT, seed, data_seed]).standard_normal()
     own = np.random.default_rng([_SALT, trial_hash(settings), seed]).standard_normal()
     return surface.noise * float(shared + own) / math.sqrt(2)
@@ -258,9 +263,7 @@ def stand_in_fingerprint(
     kept = sentences_within(STAND_IN_LENGTHS, blocks, heads, features, max_bytes)
     if kept == 0:
         return None
-    seed = int(settings.get("seed", 0))
-    data_seed = settings.get("data_seed")
-    data_seed = seed if data_seed is None else int(data_seed)
+    seed, data_seed = _seeds(settings)
     # + 1: numpy seeds [x, y] and [x, y, 0] alike, so the key never ends in a zero
     rng = np.random.default_rng([_SALT, trial_hash(settings), seed, _FINGERPRINT, data_seed + 1])
     tokens = sum(STAND_IN_LENGTHS)

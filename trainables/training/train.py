@@ -224,7 +224,7 @@ class Trial:
                     metrics.update(self._final_metrics())
                 if cfg.dynamics == "each_eval" or (done and cfg.dynamics == "end"):
                     metrics.update(self.layer_dynamics())
-                if done and cfg.dynamics != "off" and cfg.fingerprint:
+                if done and cfg.keeps_fingerprint:
                     self.fingerprint, cost = take_fingerprint(
                         self.model.encoder, self.dynamics_sample, cfg
                     )

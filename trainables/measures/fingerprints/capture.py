@@ -19,7 +19,12 @@ import torch
 from torch import nn
 
 from trainables.measures.dynamics import Batch, encoder_outputs
-from trainables.measures.fingerprints.record import HALF, LayerFingerprint, sentences_within
+from trainables.measures.fingerprints.record import (
+    HALF,
+    LayerFingerprint,
+    kept_counts,
+    sentences_within,
+)
 from trainables.settings.config import TrialConfig
 from trainables.settings.sizes import parse_size
 
@@ -36,11 +41,7 @@ def take_fingerprint(
     kept = capture(encoder, sample, None if cap is None else parse_size(cap), cfg.model)
     if kept is None:
         log.warning("fingerprint_max_bytes %s holds no sentence: no fingerprint kept", cap)
-    return kept, {
-        "fingerprint_bytes": float(kept.nbytes if kept else 0),
-        "fingerprint_sentences": float(kept.sentences if kept else 0),
-        "fingerprint_s": time.perf_counter() - started,
-    }
+    return kept, {**kept_counts(kept), "fingerprint_s": time.perf_counter() - started}
 
 
 def capture(

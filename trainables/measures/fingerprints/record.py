@@ -30,6 +30,15 @@ FORMAT = "1"
 HALF = np.float16
 
 
+def kept_counts(kept: LayerFingerprint | None) -> dict[str, float]:
+    """What a trial reports of the fingerprint it kept: `fingerprint_bytes` (0 when its cap
+    held no sentence) and `fingerprint_sentences`."""
+    return {
+        "fingerprint_bytes": float(kept.nbytes if kept else 0),
+        "fingerprint_sentences": float(kept.sentences if kept else 0),
+    }
+
+
 def sentence_bytes(length: int, blocks: int, heads: int, features: int) -> int:
     """What one sentence of `length` real tokens adds to a fingerprint's arrays."""
     half = np.dtype(HALF).itemsize

@@ -11,7 +11,13 @@ import time
 from ray.tune import Callback
 
 from study.progress.line import StudyProgress, TrialView
-from study.search.tune_internals import FINISHED_STATES, RUNNING, status_of, study_tags_of
+from study.search.tune_internals import (
+    FINISHED_STATES,
+    RUNNING,
+    reported_result,
+    status_of,
+    study_tags_of,
+)
 from trainables.settings import TRIAL_CONFIG, TrialConfig, stage_prefix
 
 TIME_KEY = "time_total_s"  # Ray's training time of a trial, kept across restarts
@@ -89,7 +95,7 @@ class ProgressCallback(Callback):
         if "phase" not in tags:
             return None
         state = self._state(trial)
-        result = trial.last_result or {}
+        result = reported_result(trial)
         value = result.get(self.progress.metric)
         settings = self._settings_of(trial)
         epoch, stage = epoch_reached(settings, result)

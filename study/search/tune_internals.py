@@ -18,6 +18,10 @@ The assumptions:
   a scheduler's `on_trial_add` sees every trial as Tune adds it, restored ones included;
 - a trial's `status` is one of `Trial.PENDING/RUNNING/PAUSED/...` and its `config` is the
   dict the searcher suggested;
+- a trial's `run_metadata.last_result` is its last reported result ({} or its `trial_id`
+  alone before the first), read without a call to its worker: Tune's `last_result` property
+  instead waits (`ray.get`) for a trial without results on its worker's default metrics, which
+  stalls the driver's whole loop while that worker is busy or stopped (`reported_result`);
 - Tune reads the metric a scheduler follows from its private `_metric` (checking results for
   it), and `set_search_properties` keeps one that is already set;
 - a Tuner's `_local_tuner.get_run_config()` is the RunConfig its `fit` runs with, also for a
@@ -107,6 +111,13 @@ def stop_trial(tune_controller, trial) -> None:
 
 def status_of(trial) -> str:
     return trial.status
+
+
+def reported_result(trial) -> dict[str, Any]:
+    """The trial's last reported result, {} before its first, never waiting on its worker:
+    the driver's callbacks read it at every step, and Tune's loop must not stall on a trial
+    whose worker is still importing torch, or is stopped or lost."""
+    return trial.run_metadata.last_result or {}
 
 
 def study_tags_of(trial) -> dict[str, Any]:

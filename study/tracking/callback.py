@@ -21,6 +21,7 @@ from study.names import (
     TRIAL_CONFIG,
 )
 from study.plan import trial_key
+from study.search.tune_internals import reported_result
 from study.tracking.artifacts import copy_fingerprint, copy_model, log_fingerprint, log_model
 from study.tracking.store import (
     DRAIN_S,
@@ -170,7 +171,7 @@ class MlflowTrackingCallback(Callback):
         self._write(_ResultWrite(self, trial, dict(result)))
 
     def _finish(self, trial, errored: bool) -> None:
-        result = dict(trial.last_result or {})
+        result = dict(reported_result(trial))
         status = trial_status(result, errored)
         failures = int(getattr(trial, "num_failures", 0))
         # how often Ray started the trial again after a failure (a lost node, a crash), each

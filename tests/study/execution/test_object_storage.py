@@ -7,6 +7,7 @@ bucket that does not exist is refused before anything is written."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -85,46 +86,68 @@ def _saved_states(s3) -> list[str]:
     return sorted(folders)
 
 
-def _first_trial_done(s3, tmp: Path, storage: str, drivers: list):
-    """A small study started on `storage`, read until its first trial finished and then held
-    still (see `_hold_trials`): (its file, the running driver, its output so far, the held
-    trial processes). The study is SMALL_STUDY on the synthetic twin of the tiny model (its
-    trials checkpoint through the same trial folders and keep a stand-in layer fingerprint):
-    these tests are about where the study's state lives, not about a model. Its steps take
-    `HELD_STEP_S` (4.8 s a trial), so the trials still run when the first one's line is read
-    and they are held, on a fast machine too."""
+def _first_pair_done(s3, tmp: Path, storage: str, drivers: list):
+    """A small study started on `storage`, read until the first pair of trials (the two its 2
+    CPUs run together) finished, and then held still (see `_hold_trials`): (its file, the
+    running driver, its output so far, the held trial processes). The study is SMALL_STUDY on
+    the synthetic twin of the tiny model (its trials checkpoint through the same trial folders
+    and keep a stand-in layer fingerprint): these tests are about where the study's state
+    lives, not about a model. Its steps take `HELD_STEP_S` (4.8 s a trial), so the next pair
+    has just begun when it is held, on a fast machine too.
+
+    Not the first trial alone: its sibling ends within the same second, and a sibling held
+    while it uploads its final checkpoint, then cut off by the storage going away, can lose
+    that checkpoint although Tune saw the upload succeed (pyarrow ignores the failed part
+    upload when it destroys the stream: "Error ignored when destroying file"). The driver
+    then says the trial finished, the next driver trains it again, and no test can tell that
+    apart from a trial trained twice for nothing."""
     surface = {**TWIN_SURFACE, "step_s": HELD_STEP_S}
     study = write_synthetic_twin(tmp, **SMALL_STUDY, trainable={"synthetic": surface})
     seen: list[str] = []
     driver = start_driver(study, tmp, "--storage", storage)
     drivers.append(driver)
-    assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 1, seen)
-    return study, driver, seen, _hold_trials(driver, s3)
+    assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 2, seen)
+    return study, driver, seen, _hold_trials(driver, s3, len(finished_trials(seen)))
 
 
-def _hold_trials(driver, s3) -> list[psutil.Process]:
+def _hold_trials(driver, s3, finished: int) -> list[psutil.Process]:
     """Stop the trials' processes (SIGSTOP) and wait until Tune's experiment state in the
-    bucket stops changing, so that it records every checkpoint already taken.
+    bucket records the `finished` trials the driver announced as ended and has stopped
+    changing, so that it records every checkpoint already taken.
 
     Tune deletes a trial's previous checkpoint as soon as it registers the next one, and
     uploads the experiment state that names the new one only afterwards, in the background
-    (Ray 2.60's experiment state manager says as much). A driver that dies between the
-    two leaves a state naming a checkpoint that is gone, and that trial fails on resume. On a
-    local disk that upload takes milliseconds; to a bucket, a good part of the second that a
-    trial here takes per evaluation. These tests are about where the state lives, not about
-    that window, so they stop the driver outside it."""
+    (Ray 2.60's experiment state manager says as much); a trial's end reaches the bucket with
+    the next periodic save, up to 10 s later. A driver that dies in between leaves a state
+    naming a checkpoint that is gone, or one from before the trial ended or began, and the
+    next driver trains that trial again (it ends twice). On a local disk the upload takes
+    milliseconds; to a bucket, a good part of a second. These tests are about where the state
+    lives, not about that window, so they stop the driver outside it."""
     held = [proc for proc in psutil.process_iter(["cmdline"]) if _ray_worker(proc, driver.pid)]
     assert held, "no Ray worker found in the driver's session"
     for proc in held:
         with contextlib.suppress(psutil.Error):
             proc.suspend()
     last, stable_since, deadline = None, time.time(), time.time() + 60
-    while time.time() < deadline and time.time() - stable_since < 2:
+    while time.time() < deadline:
         now = _state_versions(s3)
         if now != last:
             last, stable_since = now, time.time()
+        elif time.time() - stable_since >= 2 and _ended_in_state(s3, now) >= finished:
+            return held
         time.sleep(0.25)
-    return held
+    ended = _ended_in_state(s3, last or {})
+    raise AssertionError(f"in 60 s the bucket's state recorded {ended} of {finished} ended trials")
+
+
+def _ended_in_state(s3, versions: dict[str, str]) -> int:
+    """How many trials the bucket's experiment states record as ended (Tune's TERMINATED)."""
+    client, ended = s3.client(), 0
+    for key in versions:
+        state = json.loads(client.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+        trials = [json.loads(trial) for trial, _ in state["trial_data"]]
+        ended += sum(trial["status"] == "TERMINATED" for trial in trials)
+    return ended
 
 
 def _ray_worker(proc: psutil.Process, session: int) -> bool:
@@ -149,7 +172,7 @@ def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
     s3, drivers, monkeypatch, tmp_path
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=True)
-    study, driver, first, _ = _first_trial_done(s3, tmp_path, storage, drivers)
+    study, driver, first, _ = _first_pair_done(s3, tmp_path, storage, drivers)
     keys = s3.keys(BUCKET)
     assert any("/checkpoint_" in key for key in keys), keys
     (state,) = [key for key in keys if key.endswith("/study.json")]
@@ -171,7 +194,7 @@ def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
 
 def test_storage_going_away_is_one_line_then_a_clean_resume(s3, drivers, monkeypatch, tmp_path):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=False)
-    study, driver, seen, held = _first_trial_done(s3, tmp_path, storage, drivers)
+    study, driver, seen, held = _first_pair_done(s3, tmp_path, storage, drivers)
     s3.stop()
     for proc in held:  # their next checkpoint finds the storage gone
         with contextlib.suppress(psutil.Error):

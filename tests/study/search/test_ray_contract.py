@@ -21,6 +21,7 @@ from study.search.tune_internals import (
     enter_sample,
     follow_metric,
     new_asha,
+    reported_result,
     status_of,
     study_tags_of,
 )
@@ -73,6 +74,23 @@ def test_a_trial_carries_its_status_and_the_suggested_config():
     assert (RUNNING, PAUSED) == ("RUNNING", "PAUSED")
     assert study_tags_of(trial) == tags
     assert study_tags_of(Trial("train_tagger", config={}, stub=True)) == {}
+
+
+def test_a_trials_reported_result_is_read_without_asking_its_worker(monkeypatch):
+    """Tune's `last_result` of a trial without results waits on its worker's default metrics
+    (a stopped or busy worker stalls the driver's loop); `reported_result` reads what the
+    trial reported, {} before its first result, and never asks the worker."""
+
+    def waits_on_the_worker(trial):
+        raise AssertionError("asked the trial's worker")
+
+    monkeypatch.setattr(Trial, "_get_default_result_or_future", waits_on_the_worker)
+    trial = Trial("train_tagger", config={}, stub=True)
+    with pytest.raises(AssertionError, match="worker"):
+        trial.last_result  # noqa: B018  (what the driver's callbacks read before)
+    assert reported_result(trial) == {}
+    trial.update_last_result({"dev_f1": 0.5, "epoch": 1.0})
+    assert reported_result(trial)["dev_f1"] == 0.5
 
 
 def test_a_scheduler_that_follows_a_metric_keeps_it():

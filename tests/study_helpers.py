@@ -16,6 +16,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import yaml
@@ -311,3 +312,21 @@ def import_stages() -> dict[str, dict[str, list[str]]]:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class TrialStandIn(SimpleNamespace):
+    """A Tune trial as the driver's callbacks read it, its fields given by name. Its last
+    reported result lives where Ray keeps it, in `run_metadata.last_result` (the callbacks read
+    it there: study.search.tune_internals.reported_result); `last_result` reads and sets it, as
+    Ray's property does once a trial has reported."""
+
+    def __init__(self, last_result: dict | None = None, **fields: Any) -> None:
+        super().__init__(run_metadata=SimpleNamespace(last_result=last_result or {}), **fields)
+
+    @property
+    def last_result(self) -> dict:
+        return self.run_metadata.last_result
+
+    @last_result.setter
+    def last_result(self, value: dict) -> None:
+        self.run_metadata.last_result = value

@@ -15,6 +15,7 @@ from ray.tune.experiment import Trial
 from study.names import STUDY_TAGS
 from study.progress.callback import TIME_KEY, ProgressCallback, epoch_reached, epochs_planned
 from study.progress.line import CLEAR, StudyProgress, TrialView, running_part
+from tests.study_helpers import TrialStandIn
 from trainables.settings import TRIAL_CONFIG, TrialConfig
 
 
@@ -131,14 +132,17 @@ def test_a_terminal_gets_one_line_rewritten_in_place(clock, caplog):
         logging.getLogger().removeHandler(handler)
 
 
-class FakeTrial:
+class FakeTrial(TrialStandIn):
     """What the callback reads of a Tune trial: its id, status, study tags and last result."""
 
     def __init__(self, trial_id: str, status: str, result: dict | None = None):
-        self.trial_id, self.status = trial_id, status
-        self.config = {STUDY_TAGS: {"phase": "explore", "arm": "depth=6", "sample": 0}}
         final = {"dev_f1": 0.5, "final": True, TIME_KEY: 10.0}
-        self.last_result = final if result is None else result
+        super().__init__(
+            trial_id=trial_id,
+            status=status,
+            config={STUDY_TAGS: {"phase": "explore", "arm": "depth=6", "sample": 0}},
+            last_result=final if result is None else result,
+        )
 
 
 def test_trials_stopped_by_ctrl_c_are_not_counted_as_finished(clock):

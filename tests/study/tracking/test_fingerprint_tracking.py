@@ -8,7 +8,6 @@ from __future__ import annotations
 import pickle
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -16,6 +15,7 @@ from ray import tune
 
 from study.names import FINGERPRINT_ARTIFACT
 from tests.study.tracking import test_tracking
+from tests.study_helpers import TrialStandIn
 from tests.trainables.measures.test_dynamics import batches, pretrained, reinitialised
 from trainables.measures.fingerprints import FILE_NAME, LayerFingerprint
 from trainables.measures.fingerprints.capture import capture
@@ -38,9 +38,7 @@ def _completed(tmp_path: Path, trial_id: str, seed: int, fingerprint: LayerFinge
     study = {"arm": "depth=2", "phase": "confirm", "sample": 0, "seed": seed}
     checkpoint = tune.Checkpoint.from_directory(folder)
     config = {"study": study, "trial": {"seed": seed}}
-    return SimpleNamespace(
-        trial_id=trial_id, config=config, last_result=result, checkpoint=checkpoint
-    )
+    return TrialStandIn(trial_id=trial_id, config=config, last_result=result, checkpoint=checkpoint)
 
 
 def _downloaded(cb, trial, folder: Path) -> LayerFingerprint:

@@ -5,7 +5,6 @@ params refused right after the run was created. Whatever fails is written once, 
 from __future__ import annotations
 
 from collections import Counter
-from types import SimpleNamespace
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -13,6 +12,7 @@ from mlflow.tracking import MlflowClient
 from study.analysis import Analysis
 from study.tracking import MAX_BATCH, StudyTracker, result_batches
 from study.tracking.callback import MlflowTrackingCallback, converged
+from tests.study_helpers import TrialStandIn
 from trainables.training.curves import FINAL_GAIN_RULE
 
 
@@ -51,9 +51,9 @@ def callback(tmp_path):
     return cb, flaky
 
 
-def _trial(trial_id: str = "t1") -> SimpleNamespace:
+def _trial(trial_id: str = "t1") -> TrialStandIn:
     study = {"arm": "depth=2", "phase": "explore", "sample": 0, "seed": 0}
-    return SimpleNamespace(
+    return TrialStandIn(
         trial_id=trial_id, config={"study": study, "trial": {"lr": 1e-3, "depth": 2}}
     )
 

@@ -53,7 +53,7 @@ FIXED_FROM_TAG = "fixed_from"  # on the study run: which study and seeds chose a
 TRAINABLE_TAG = "trainable"  # on the study run: tagger, or synthetic (never a finding)
 WALL_TAG = "wall_s"  # on the study run: seconds its drivers ran, over every resume
 DRIVERS_TAG = "drivers"  # on the study run: the drivers whose time wall_s counts (one
-# that was killed recorded none: it is in neither)
+# that was killed, up to its last minute: the tracking callback writes both once a minute)
 CODE_TAG = "code_version"  # on the study run: the code its first driver ran
 CODE_VERSIONS_TAG = "code_versions"  # on the study run: each driver's code, a JSON list in
 # order, a driver with the same code as the one before it folded into it (a resume with

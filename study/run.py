@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
     print(opening_line(spec, args), flush=True)  # before Ray, MLflow and the checks: seconds
     from study.execution import PhaseContext, start_tracking_and_ray, unplaceable_on_cluster
     from study.execution.state import write_state
-    from study.tracking.start import open_study_runs
+    from study.tracking.start import DriverTime, open_study_runs
 
     spec, plan, store, study_dir, state, uri, optuna_url = check_before_writing(args, spec, held)
     tracker, ray_started = start_tracking_and_ray(
@@ -170,6 +170,7 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         study_run=study_run, arm_runs=arm_runs, max_concurrent=args.max_concurrent,
         reuse_workers=args.address is None or spec.synthetic, verbose=args.verbose,
         progress=_progress(plan, state, args.verbose), optuna_storage=optuna_url,
+        driver_time=DriverTime(tracker.tags(study_run)),
     )  # fmt: skip
     try:
         return _run_study(context, state, tracker, args.reports, ray_started)
@@ -212,7 +213,6 @@ def _run_study(
         settle_refused_settings,
         settle_unreachable_storage,
     )
-    from study.tracking.start import DriverTime
     from study.tracking.store import patiently
     from study.tracking.summary import confirm_summary
 
@@ -220,7 +220,7 @@ def _run_study(
     resume = _resume_line(spec.name, state.profile, state.overrides)
     ended = StudyOutcome(EXIT_OK, spec.name, study_run, context.tracking_uri, resume=resume)
     reserve = SpaceReserve(store.fs, store.fs_path(context.study_dir))
-    driver_time = DriverTime(tracker.tags(study_run))
+    driver_time = context.driver_time
     try:
         reserve.hold()
         finished = run_phases(context, state)

@@ -10,6 +10,7 @@ from study.execution.storage import StudyStore
 from study.plan import StudyPlan
 from study.progress.line import StudyProgress
 from study.spec import StudySpec
+from study.tracking.start import DriverTime
 
 
 @dataclass
@@ -28,3 +29,5 @@ class PhaseContext:
     verbose: bool = False  # Ray's own tables and lines as well as the study's
     progress: StudyProgress | None = None  # the study's progress line
     optuna_storage: str | None = None  # RDB URL the explore samples are copied to
+    # this driver's share of the study's wall time, which the tracking callback writes
+    driver_time: DriverTime | None = None

@@ -110,12 +110,16 @@ def _new_tuner(
 
 def _set_output(tuner: tune.Tuner, context: PhaseContext) -> None:
     """Tune's own output as this invocation asks (a restored experiment was saved with its
-    first invocation's), and the study's progress line fed from Tune's loop."""
+    first invocation's), the study's progress line fed from Tune's loop, and this driver's
+    clock on the tracking callback."""
     run_config = run_config_of(tuner)
     if run_config is None:  # Ray Client: Tune runs on the cluster
         return
     run_config.verbose = tune_verbosity(context.verbose)
     kept = [c for c in run_config.callbacks or [] if not isinstance(c, ProgressCallback)]
+    for callback in kept:  # the restored one too: it writes this driver's wall time
+        if isinstance(callback, MlflowTrackingCallback):
+            callback.driver_time = context.driver_time
     run_config.callbacks = kept + ([ProgressCallback(context.progress)] if context.progress else [])
 
 

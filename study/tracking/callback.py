@@ -23,6 +23,7 @@ from study.names import (
 from study.plan import trial_key
 from study.search.tune_internals import reported_result
 from study.tracking.artifacts import copy_fingerprint, copy_model, log_fingerprint, log_model
+from study.tracking.start import DriverTime
 from study.tracking.store import (
     DRAIN_S,
     MAX_BATCH,
@@ -42,6 +43,7 @@ from trainables.training.curves import FINAL_GAIN_RULE
 log = logging.getLogger(__name__)
 
 FINAL_GAIN = "final_gain"  # the trial's metric that decides it (trainables/training/curves.py)
+WALL_EVERY_S = 60.0  # how often the study run's wall time is written while trials run
 
 
 class MlflowTrackingCallback(Callback):
@@ -75,11 +77,16 @@ class MlflowTrackingCallback(Callback):
         self.finished: list[dict[str, Any]] = []  # one line per finished trial, for the CLI
         self._pending: list[Callable[[], Any]] = []  # writes not yet accepted, in order
         self._retry_at = 0.0  # after a failed write, wait before trying the server again
+        # this driver's clock, set by each driver (study.execution.tuner), never pickled: the
+        # study run's wall time, written every WALL_EVERY_S so that a killed driver's counts
+        self.driver_time: DriverTime | None = None
+        self._wall_at = 0.0
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_tracker"] = None
         state["_pending"] = []  # closures over live trials; a resumed study re-reports
+        state["driver_time"], state["_wall_at"] = None, 0.0  # the next driver's own clock
         return state
 
     # --- writes that survive a tracking server going away ---------------------------------
@@ -110,7 +117,18 @@ class MlflowTrackingCallback(Callback):
         self._retry_at = 0.0
 
     def on_step_end(self, iteration, trials, **info) -> None:
+        self._record_wall_time()
         self._flush()
+
+    def _record_wall_time(self) -> None:
+        """The study run's wall time and driver count so far, once every WALL_EVERY_S: a
+        driver that is killed (SIGKILL, a lost machine) leaves its time counted up to its
+        last write, and the next driver adds its own to that."""
+        clock = getattr(self, "driver_time", None)  # callbacks pickled before it had one
+        if clock is None or time.monotonic() - self._wall_at < WALL_EVERY_S:
+            return
+        self._wall_at = time.monotonic()
+        self._write(lambda: self.tracker.set_tags(self.study_run, clock.tags()))
 
     def on_experiment_end(self, trials, **info) -> None:
         """Wait (bounded) for a missing server, so the phase's records are complete."""

@@ -173,8 +173,9 @@ def merged_study(spec: StudySpec) -> str:
 
 class DriverTime:
     """The study's wall time over every driver that ran it: a resumed study adds this
-    driver's time to what its study run recorded when the earlier ones stopped (a driver
-    that was killed recorded none: its time is not counted)."""
+    driver's time to what its study run recorded when the earlier ones stopped. A driver
+    writes it when it ends and, while trials run, once a minute (the tracking callback's
+    WALL_EVERY_S), so a killed driver's time counts up to its last minute."""
 
     def __init__(self, recorded: dict[str, str]):
         self.before = float(recorded.get(WALL_TAG, 0))

@@ -212,6 +212,10 @@ def test_resume_after_two_sigkills_finishes_without_reruns_or_duplicates(
     assert len(finished_trials(third, "confirm")) >= 1 and not finished_trials(third, "explore")
     assert_every_trial_once(tmp_path, 12)
     assert "Trial status" not in resumed.stdout  # a restored phase is as quiet as a new one
+    # the killed drivers wrote their time while their trials ran: it counts, and so do they
+    (study_run,) = runs_by_kind(tmp_path)["study"]
+    assert study_run.data.tags[DRIVERS_TAG] == "3"
+    assert float(study_run.data.tags[WALL_TAG]) > 0
     # each arm's Optuna study holds its two samples once, however often the driver restarted
     for trials in optuna_trials(tmp_path).values():
         current = [t for t in trials if not t.user_attrs.get("superseded")]

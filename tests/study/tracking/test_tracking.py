@@ -4,14 +4,17 @@ params refused right after the run was created. Whatever fails is written once, 
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from study.analysis import Analysis
+from study.names import DRIVERS_TAG, WALL_TAG
 from study.tracking import MAX_BATCH, StudyTracker, result_batches
-from study.tracking.callback import MlflowTrackingCallback, converged
+from study.tracking.callback import WALL_EVERY_S, MlflowTrackingCallback, converged
+from study.tracking.start import DriverTime
 from tests.study_helpers import TrialStandIn
 from trainables.training.curves import FINAL_GAIN_RULE
 
@@ -203,3 +206,25 @@ def test_a_callback_pickled_without_an_analysis_uses_the_default_plateau():
     assert not converged(callback, {"final_gain": 0.2, "plateau_stopped": 1.0})
     assert not converged(callback, {"final_gain": 0.2, "plateau_stopped": 0.0})
     assert converged(callback, {"final_gain": 0.001, "plateau_stopped": 0.0})
+
+
+def test_the_study_runs_wall_time_is_written_once_a_minute_while_trials_run(callback):
+    """A killed driver writes nothing when it dies: what it wrote while trials ran is what
+    its time counts. The next driver adds its own to that, and its clock is not pickled."""
+    cb, _ = callback
+    cb.driver_time = DriverTime({WALL_TAG: "100", DRIVERS_TAG: "1"})  # a killed driver's 100 s
+
+    def recorded() -> tuple[float, str]:
+        tags = cb.tracker.tags(cb.study_run)
+        return float(tags[WALL_TAG]), tags[DRIVERS_TAG]
+
+    cb.on_step_end(0, [])
+    wall, drivers = recorded()
+    assert 100 <= wall < 110 and drivers == "2"
+    cb.driver_time.started -= 30  # half a minute on
+    cb.on_step_end(0, [])
+    assert recorded()[0] < 110  # not written again within the minute
+    cb._wall_at -= WALL_EVERY_S  # a minute on
+    cb.on_step_end(0, [])
+    assert 130 <= recorded()[0] < 140
+    assert pickle.loads(pickle.dumps(cb)).driver_time is None  # each driver sets its own

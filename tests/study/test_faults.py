@@ -1,6 +1,13 @@
 """Faults inside a real study: a trial that raises, and one whose loss diverges. Each is
 retried `max_failures` times, then recorded as errored with its reason; the study goes on,
-its report lists them, and no NaN reaches the statistics."""
+its report lists them, and no NaN reaches the statistics.
+
+On the synthetic twin of the tiny model (docs/testing.md): these are the study's machinery
+(Ray's retries, the tracking callback's records, the report), and the synthetic trainable
+raises the tagger's two errors (`fail_at_step`, and a TrainingDiverged above `diverge_above`);
+that the tagger itself raises them on a real model is tests/trainables/training/test_train.py's
+`test_exploding_loss_ends_the_trial_with_a_clear_error` and
+`test_injected_failure_raises_at_that_step`."""
 
 from __future__ import annotations
 
@@ -9,28 +16,22 @@ import math
 import pandas as pd
 import pytest
 
-from tests.study_helpers import run_study, runs_by_kind, write_study
+from tests.study_helpers import TWIN_SURFACE, run_study, runs_by_kind, write_synthetic_twin
 
 pytestmark = pytest.mark.study
 
 
 @pytest.fixture(scope="module")
-def faulty_study(tmp_path_factory, tiny_model, tiny_corpus):
+def faulty_study(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("faulty")
-    study = write_study(
+    study = write_synthetic_twin(
         tmp,
-        str(tiny_model),
-        tiny_corpus,
+        # lr 1e30 is far above the twin's optimum: its trials diverge, as the tiny model's do
+        trainable={"synthetic": {**TWIN_SURFACE, "diverge_above": 3.0}},
         grid={"fail_at_step": [None, 5], "lr": [1.0e-3, 1.0e30]},
         search=None,
         metric={"name": "dev_f1", "mode": "max"},
-        fixed={
-            "epochs": 2,
-            "batch_size": 16,
-            "max_length": 32,
-            "max_grad_norm": 1.0e30,
-            "warmup_ratio": 0.0,
-        },  # fmt: skip
+        fixed={"epochs": 2, "batch_size": 16, "max_length": 32},
         phases={"confirm": {"select": [{}], "seeds": 2}},
         max_failures=1,
     )

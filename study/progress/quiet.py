@@ -10,7 +10,9 @@ at each evaluation and `Restored on ... from checkpoint` after a restart, which 
 to the driver's terminal: `quiet_workers` runs in every worker process of the study (ray.init's
 `worker_process_setup_hook`) and lets only warnings and errors of those loggers through.
 A Ray the study starts itself also warns, at every start, that it secured the cluster with a
-token, as Ray does by default (`quiet_ray_start`).
+token, as Ray does by default (`quiet_ray_start`). And Tune logs every failed attempt of a
+trial with the worker's whole traceback (some 40 lines); unless `--verbose` it does not, and
+the tracking callback says each failure in one line instead (`quiet_driver`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 WORKER_HOOK = "study.progress.quiet.quiet_workers"
 OUTPUT_ENGINE_ENV = "RAY_AIR_NEW_OUTPUT"  # Tune's choice of output engine; "0": the plain one
+TRIAL_ERRORS_ENV = "TUNE_PRINT_ALL_TRIAL_ERRORS"  # "0": Tune logs no failed attempt's traceback
 RAY_LOGGERS = ("ray.train", "ray.tune")
 RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
@@ -60,7 +63,8 @@ def tune_verbosity(verbose: bool) -> int:
 
 
 def quiet_driver(verbose: bool) -> None:
-    """Before Tune runs: its plain output engine, silent at verbosity 0 (a value the user set
-    wins)."""
+    """Before Tune runs: its plain output engine, silent at verbosity 0, and no traceback per
+    failed trial attempt (a value the user set wins)."""
     if not verbose:
         os.environ.setdefault(OUTPUT_ENGINE_ENV, "0")
+        os.environ.setdefault(TRIAL_ERRORS_ENV, "0")

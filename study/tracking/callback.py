@@ -218,9 +218,10 @@ class MlflowTrackingCallback(Callback):
             "trial finished"
         )  # fmt: skip
         log.info(
-            "%s: [%s] arm %s sample %s seed %s: %s %.4f at epoch %s (%s)",
+            "%s: [%s] arm %s sample %s seed %s: %s %.4f at epoch %s (%s%s)",
             what, study["phase"], study["arm"], study["sample"], study["seed"], self.metric,
             value, f"{result.get('epoch', float('nan')):.2f}", status,
+            f": {tags['error']}" if errored else "",
         )  # fmt: skip
 
     def _keep_fingerprint(self, trial) -> None:
@@ -261,6 +262,18 @@ class MlflowTrackingCallback(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._finish(trial, errored=True)
+
+    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
+        """A failed attempt that Ray runs again from the trial's last checkpoint: one line
+        with its error (Tune's own log of it, the worker's whole traceback, is off unless
+        --verbose: study.progress.quiet)."""
+        study = trial.config[STUDY_TAGS]
+        log.warning(
+            "trial attempt %d of at most %d failed, running it again from its last checkpoint: "
+            "[%s] arm %s sample %s seed %s: %s",
+            int(getattr(trial, "num_failures", 1)), int(getattr(trial, "max_failures", 0)) + 1,
+            study["phase"], study["arm"], study["sample"], study["seed"], _error_text(trial),
+        )  # fmt: skip
 
 
 def converged(callback: MlflowTrackingCallback, result: dict[str, Any]) -> bool:

@@ -65,6 +65,21 @@ def test_failing_trials_are_retried_then_errored_with_their_reason(faulty_study)
     assert study_run.data.tags["state"] == "finished"  # the study went on to the end
 
 
+def test_each_failed_attempt_is_one_line_without_a_traceback(faulty_study):
+    """Tune would log each failed attempt with the worker's whole traceback: the study says
+    it in one line, and the trial's end names its error."""
+    _, done = faulty_study
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    retried = [line for line in done.stderr.splitlines() if "trial attempt 1 of at most 2" in line]
+    assert len(retried) == 6, done.stderr[-3000:]  # the 6 failing trials' first attempts
+    assert all("running it again from its last checkpoint" in line for line in retried)
+    # the lr 1e30 arms diverge at their first step, before a failure injected at step 5
+    assert sum("injected failure at step 5" in line for line in retried) == 2
+    assert sum("loss became nan" in line for line in retried) == 4
+    errored = [line for line in done.stderr.splitlines() if "(errored: " in line]
+    assert len(errored) == 6 and sum("loss became nan" in line for line in errored) == 4
+
+
 def test_report_lists_errored_trials_and_keeps_nan_out_of_statistics(faulty_study):
     tmp, _ = faulty_study
     folder = tmp / "reports" / "teststudy"

@@ -4,6 +4,7 @@ sqlite store is safe: one writer), queueing and resending writes while the store
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -221,7 +222,7 @@ class MlflowTrackingCallback(Callback):
             "%s: [%s] arm %s sample %s seed %s: %s %.4f at epoch %s (%s%s)",
             what, study["phase"], study["arm"], study["sample"], study["seed"], self.metric,
             value, f"{result.get('epoch', float('nan')):.2f}", status,
-            f": {tags['error']}" if errored else "",
+            f": {_error_said(tags['error'])}" if errored else "",
         )  # fmt: skip
 
     def _keep_fingerprint(self, trial) -> None:
@@ -272,7 +273,8 @@ class MlflowTrackingCallback(Callback):
             "trial attempt %d of at most %d failed, running it again from its last checkpoint: "
             "[%s] arm %s sample %s seed %s: %s",
             int(getattr(trial, "num_failures", 1)), int(getattr(trial, "max_failures", 0)) + 1,
-            study["phase"], study["arm"], study["sample"], study["seed"], _error_text(trial),
+            study["phase"], study["arm"], study["sample"], study["seed"],
+            _error_said(_error_text(trial)),
         )  # fmt: skip
 
 
@@ -331,3 +333,10 @@ def _error_text(trial) -> str:
     """The last line of the trial's error, which names the failure, for the MLflow tag."""
     lines = [line.strip() for line in trial_error_text(trial).splitlines() if line.strip()]
     return lines[-1] if lines else "unknown error"
+
+
+def _error_said(error: str) -> str:
+    """An error's last line as the terminal says it: its message, without the exception's
+    class path (`trainables.errors.TrainingDiverged: loss became nan ...` says `loss became
+    nan ...`), which the MLflow tag keeps."""
+    return re.sub(r"^[A-Za-z_][\w.]*: ", "", error, count=1) or error

@@ -227,7 +227,9 @@ def _run_study(
     except Exception as err:
         refused = refused_settings(err)
         if refused is not None:
-            settle_refused_settings(tracker, study_run, context.arm_runs, driver_time.tags())
+            settle_refused_settings(
+                tracker, study_run, context.arm_runs, driver_time.tags(), refused
+            )
             print(f"error: {refused_settings_line(spec, state.overrides, refused)}",
                   file=sys.stderr)  # fmt: skip
             return dataclasses.replace(ended, exit_code=EXIT_BAD_INPUT)

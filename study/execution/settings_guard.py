@@ -22,6 +22,7 @@ from ray.tune import Callback
 from study.execution.runtime import stop_ray
 from study.execution.storage_guard import error_chain
 from study.names import STUDY_TAGS, TRIAL_CONFIG
+from study.plan import trial_key
 from study.spec import StudySpec, study_field_error
 from study.tracking import StudyTracker
 from trainables.errors import ConfigError, SettingError, UserInputError, first_line
@@ -32,11 +33,12 @@ TUNE_CONTROLLER_LOGGER = "ray.tune.execution.tune_controller"
 
 class SettingsRefused(UserInputError):
     """A trial of `arm` refused its settings (`cause`, the trial's own error; `value`, the
-    trial's value of the setting it names, if it names one)."""
+    trial's value of the setting it names, if it names one; `trial`, its key, whose MLflow run
+    `settle_refused_settings` records as errored)."""
 
-    def __init__(self, arm: str, cause: ConfigError, value: Any = None):
+    def __init__(self, arm: str, cause: ConfigError, value: Any = None, trial: str | None = None):
         super().__init__(f"a trial of arm {arm} refused its settings: {first_line(cause)}")
-        self.arm, self.cause, self.value = arm, cause, value
+        self.arm, self.cause, self.value, self.trial = arm, cause, value, trial
 
 
 def refused_input(err: BaseException | None) -> ConfigError | None:
@@ -76,7 +78,8 @@ class SettingsGuard(Callback):
         if cause is not None:
             setting = getattr(cause, "setting", None)
             value = trial.config[TRIAL_CONFIG].get(setting) if setting else None
-            raise SettingsRefused(trial.config[STUDY_TAGS]["arm"], cause, value)
+            tags = trial.config[STUDY_TAGS]
+            raise SettingsRefused(tags["arm"], cause, value, trial_key(tags))
 
     def on_trial_recover(self, iteration, trials, trial, **info) -> None:
         self._check(trial)
@@ -116,11 +119,20 @@ def refused_settings(err: BaseException) -> SettingsRefused | None:
 
 
 def settle_refused_settings(
-    tracker: StudyTracker, study_run: str, arm_runs: dict[str, str], tags: dict[str, str]
+    tracker: StudyTracker,
+    study_run: str,
+    arm_runs: dict[str, str],
+    tags: dict[str, str],
+    refused: SettingsRefused | None = None,
 ) -> None:
-    """Mark the study run as failed on its settings (`tags`: its wall time so far) and stop
-    Ray, whose other trials would otherwise go on after the driver's last line."""
+    """Mark the study run as failed on its settings (`tags`: its wall time so far), the trial
+    that found them as errored with the setting it refused (at a first failure that Ray would
+    have retried, the tracking callback has not ended its run), the others as stopped with it,
+    and stop Ray, whose other trials would otherwise go on after the driver's last line."""
     tracker.set_tags(study_run, {"state": "refused_settings", **tags})
+    if refused is not None and refused.trial is not None:
+        error = {"status": "errored", "error": first_line(refused.cause)}
+        tracker.end_running_trials(study_run, "FAILED", key=refused.trial, tags=error)
     tracker.end_running_trials(study_run, "KILLED")
     tracker.end_study(study_run, arm_runs, "FAILED")
     stop_ray()

@@ -6,6 +6,7 @@ save: a restored experiment gets the running driver's line, not a copy from when
 
 from __future__ import annotations
 
+import logging
 import time
 
 from ray.tune import Callback
@@ -18,7 +19,10 @@ from study.search.tune_internals import (
     status_of,
     study_tags_of,
 )
+from study.tracking.callback import error_said, trial_error_line
 from trainables.settings import TRIAL_CONFIG, TrialConfig, stage_prefix
+
+log = logging.getLogger(__name__)
 
 TIME_KEY = "time_total_s"  # Ray's training time of a trial, kept across restarts
 UPDATE_EVERY_S = 0.5  # the line is redrawn at most once a second on a terminal
@@ -67,6 +71,21 @@ class ProgressCallback(Callback):
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._ended.add(trial.trial_id)
         self._update(trials)
+
+    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
+        """A failed attempt that Ray runs again from the trial's last checkpoint: one line with
+        its error (Tune's own log of it, the worker's whole traceback, is off unless --verbose:
+        study.progress.quiet). Listed after the settings guard, which ends the study instead
+        when the failure is a refused setting, so that case is not said to run again."""
+        tags = study_tags_of(trial)
+        log.warning(
+            "trial attempt %d of at most %d failed, running it again from its last checkpoint: "
+            "[%s] arm %s sample %s seed %s: %s",
+            max(1, int(getattr(trial, "num_failures", 1))),
+            int(getattr(trial, "max_failures", 0)) + 1,
+            tags.get("phase"), tags.get("arm"), tags.get("sample"), tags.get("seed"),
+            error_said(trial_error_line(trial)),
+        )  # fmt: skip
 
     def on_experiment_end(self, trials, **info) -> None:
         self._update(trials, now=True)

@@ -12,7 +12,7 @@ to the driver's terminal: `quiet_workers` runs in every worker process of the st
 A Ray the study starts itself also warns, at every start, that it secured the cluster with a
 token, as Ray does by default (`quiet_ray_start`). And Tune logs every failed attempt of a
 trial with the worker's whole traceback (some 40 lines); unless `--verbose` it does not, and
-the tracking callback says each failure in one line instead (`quiet_driver`).
+the progress callback says each failure in one line instead (`quiet_driver`).
 """
 
 from __future__ import annotations

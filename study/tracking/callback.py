@@ -4,6 +4,7 @@ sqlite store is safe: one writer), queueing and resending writes while the store
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Callable
@@ -54,6 +55,12 @@ class MlflowTrackingCallback(Callback):
     and never pickled; which runs exist is found again from their tags.
     """
 
+    # this driver's clock, set by each driver (study.execution.tuner), never pickled: the
+    # study run's wall time, written every WALL_EVERY_S so that a killed driver's counts. On
+    # the class too, for a callback pickled before it had them (a study resumed with newer code)
+    driver_time: DriverTime | None = None
+    _wall_at = -math.inf
+
     def __init__(
         self,
         tracking_uri: str,
@@ -78,16 +85,14 @@ class MlflowTrackingCallback(Callback):
         self.finished: list[dict[str, Any]] = []  # one line per finished trial, for the CLI
         self._pending: list[Callable[[], Any]] = []  # writes not yet accepted, in order
         self._retry_at = 0.0  # after a failed write, wait before trying the server again
-        # this driver's clock, set by each driver (study.execution.tuner), never pickled: the
-        # study run's wall time, written every WALL_EVERY_S so that a killed driver's counts
-        self.driver_time: DriverTime | None = None
-        self._wall_at = 0.0
+        self.driver_time = None
+        self._wall_at = -math.inf
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_tracker"] = None
         state["_pending"] = []  # closures over live trials; a resumed study re-reports
-        state["driver_time"], state["_wall_at"] = None, 0.0  # the next driver's own clock
+        state["driver_time"], state["_wall_at"] = None, -math.inf  # the next driver's own
         return state
 
     # --- writes that survive a tracking server going away ---------------------------------
@@ -125,7 +130,7 @@ class MlflowTrackingCallback(Callback):
         """The study run's wall time and driver count so far, once every WALL_EVERY_S: a
         driver that is killed (SIGKILL, a lost machine) leaves its time counted up to its
         last write, and the next driver adds its own to that."""
-        clock = getattr(self, "driver_time", None)  # callbacks pickled before it had one
+        clock = self.driver_time
         if clock is None or time.monotonic() - self._wall_at < WALL_EVERY_S:
             return
         self._wall_at = time.monotonic()
@@ -202,7 +207,7 @@ class MlflowTrackingCallback(Callback):
                 tags[NON_FINITE_TAG] = ",".join(non_finite(result))
             tags[FINAL_GAIN_RULE_TAG] = FINAL_GAIN_RULE  # the report trusts its final_gain
         if errored:  # the error of the last attempt, and how often Ray ran it in all
-            tags["error"] = _error_text(trial)
+            tags["error"] = trial_error_line(trial)
             tags["failures"] = failures
         if status == "completed" and result.get("fingerprint_bytes"):
             self._keep_fingerprint(trial)
@@ -222,7 +227,7 @@ class MlflowTrackingCallback(Callback):
             "%s: [%s] arm %s sample %s seed %s: %s %.4f at epoch %s (%s%s)",
             what, study["phase"], study["arm"], study["sample"], study["seed"], self.metric,
             value, f"{result.get('epoch', float('nan')):.2f}", status,
-            f": {_error_said(tags['error'])}" if errored else "",
+            f": {error_said(tags['error'])}" if errored else "",
         )  # fmt: skip
 
     def _keep_fingerprint(self, trial) -> None:
@@ -263,19 +268,6 @@ class MlflowTrackingCallback(Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info) -> None:
         self._finish(trial, errored=True)
-
-    def on_trial_recover(self, iteration, trials, trial, **info) -> None:
-        """A failed attempt that Ray runs again from the trial's last checkpoint: one line
-        with its error (Tune's own log of it, the worker's whole traceback, is off unless
-        --verbose: study.progress.quiet)."""
-        study = trial.config[STUDY_TAGS]
-        log.warning(
-            "trial attempt %d of at most %d failed, running it again from its last checkpoint: "
-            "[%s] arm %s sample %s seed %s: %s",
-            int(getattr(trial, "num_failures", 1)), int(getattr(trial, "max_failures", 0)) + 1,
-            study["phase"], study["arm"], study["sample"], study["seed"],
-            _error_said(_error_text(trial)),
-        )  # fmt: skip
 
 
 def converged(callback: MlflowTrackingCallback, result: dict[str, Any]) -> bool:
@@ -329,14 +321,15 @@ def trial_error_text(trial) -> str:
     return text or str(getattr(trial, "error_msg", "") or "")
 
 
-def _error_text(trial) -> str:
+def trial_error_line(trial) -> str:
     """The last line of the trial's error, which names the failure, for the MLflow tag."""
     lines = [line.strip() for line in trial_error_text(trial).splitlines() if line.strip()]
     return lines[-1] if lines else "unknown error"
 
 
-def _error_said(error: str) -> str:
-    """An error's last line as the terminal says it: its message, without the exception's
-    class path (`trainables.errors.TrainingDiverged: loss became nan ...` says `loss became
-    nan ...`), which the MLflow tag keeps."""
-    return re.sub(r"^[A-Za-z_][\w.]*: ", "", error, count=1) or error
+def error_said(error: str) -> str:
+    """An error's last line as the terminal says it: without the module path of the study's
+    own exception classes (`trainables.errors.TrainingDiverged: loss became nan ...` says
+    `loss became nan ...`; `RuntimeError: ...` and `KeyError: 'dev_f1'` stay whole), which
+    the MLflow tag keeps."""
+    return re.sub(r"^(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*: ", "", error, count=1) or error

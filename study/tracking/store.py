@@ -315,11 +315,21 @@ class StudyTracker:
         first = search(where, trials, max_results=1, order_by=["attributes.start_time ASC"])
         return dict(first[0].data.tags) if first else None
 
-    def end_running_trials(self, study_run: str, status: str) -> int:
+    def end_running_trials(
+        self,
+        study_run: str,
+        status: str,
+        key: str | None = None,
+        tags: dict[str, Any] | None = None,
+    ) -> int:
         """End the study run's trial runs still marked running (trials stopped with the
-        study, which no resume will continue) with `status`; how many there were."""
-        running = list(self._trial_runs_where(study_run, "attributes.status = 'RUNNING'"))
+        study, which no resume will continue; only the trial `key`, if given) with `status`,
+        and `tags` set first; how many there were."""
+        where = "attributes.status = 'RUNNING'" + (f" and tags.trial_key = '{key}'" if key else "")
+        running = list(self._trial_runs_where(study_run, where))
         for run in running:
+            if tags:
+                self.set_tags(run.info.run_id, tags)
             self.end(run.info.run_id, status)
         return len(running)
 

@@ -228,3 +228,18 @@ def test_the_study_runs_wall_time_is_written_once_a_minute_while_trials_run(call
     cb.on_step_end(0, [])
     assert 130 <= recorded()[0] < 140
     assert pickle.loads(pickle.dumps(cb)).driver_time is None  # each driver sets its own
+
+
+def test_a_callback_pickled_before_it_kept_a_clock_writes_the_wall_time(callback):
+    """A study resumed with newer code restores a callback pickled without the clock's
+    fields: the driver's clock is set on it, and it writes."""
+    cb, _ = callback
+    state = cb.__getstate__()
+    for name in ("driver_time", "_wall_at"):
+        state.pop(name)
+    old = MlflowTrackingCallback.__new__(MlflowTrackingCallback)
+    old.__dict__.update(state)
+    old._tracker = cb.tracker
+    old.driver_time = DriverTime({})
+    old.on_step_end(0, [])
+    assert cb.tracker.tags(cb.study_run)[DRIVERS_TAG] == "1"

@@ -12,7 +12,9 @@ to the driver's terminal: `quiet_workers` runs in every worker process of the st
 A Ray the study starts itself also warns, at every start, that it secured the cluster with a
 token, as Ray does by default (`quiet_ray_start`). And Tune logs every failed attempt of a
 trial with the worker's whole traceback (some 40 lines); unless `--verbose` it does not, and
-the progress callback says each failure in one line instead (`quiet_driver`).
+the progress callback says each failure in one line instead (`quiet_driver`); its closing
+`Trials did not complete: [train_tagger_...]`, in Ray's trial ids, stays out too: the study's
+own lines named each errored trial, and its summary counts them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ OUTPUT_ENGINE_ENV = "RAY_AIR_NEW_OUTPUT"  # Tune's choice of output engine; "0":
 TRIAL_ERRORS_ENV = "TUNE_PRINT_ALL_TRIAL_ERRORS"  # "0": Tune logs no failed attempt's traceback
 RAY_LOGGERS = ("ray.train", "ray.tune")
 RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+TUNE_RUN_LOGGER = "ray.tune.tune"  # where tune.run logs "Trials did not complete: [...]"
+INCOMPLETE = "Trials did not complete"
 
 
 def quiet_workers() -> None:
@@ -63,8 +67,18 @@ def tune_verbosity(verbose: bool) -> int:
 
 
 def quiet_driver(verbose: bool) -> None:
-    """Before Tune runs: its plain output engine, silent at verbosity 0, and no traceback per
-    failed trial attempt (a value the user set wins)."""
+    """Before Tune runs: its plain output engine, silent at verbosity 0, no traceback per
+    failed trial attempt and no closing list of them (a value the user set wins)."""
     if not verbose:
         os.environ.setdefault(OUTPUT_ENGINE_ENV, "0")
         os.environ.setdefault(TRIAL_ERRORS_ENV, "0")
+        logger = logging.getLogger(TUNE_RUN_LOGGER)
+        if not any(isinstance(f, _HideIncomplete) for f in logger.filters):
+            logger.addFilter(_HideIncomplete())
+
+
+class _HideIncomplete(logging.Filter):
+    """Drop Tune's list of the trials that errored, in its own ids."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(INCOMPLETE)

@@ -70,6 +70,7 @@ def test_each_failed_attempt_is_one_line_without_a_traceback(faulty_study):
     it in one line, and the trial's end names its error's message."""
     _, done = faulty_study
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "Trials did not complete" not in done.stderr  # Tune's list, in its own trial ids
     assert "TrainingDiverged" not in done.stderr  # the message; its class is in MLflow's tag
     retried = [line for line in done.stderr.splitlines() if "trial attempt 1 of at most 2" in line]
     assert len(retried) == 6, done.stderr[-3000:]  # the 6 failing trials' first attempts

@@ -45,7 +45,10 @@ class SettingError(ConfigError):
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; the trial's result would be garbage."""
+    """The loss became NaN or infinite; the trial's result would be garbage. Its message ends
+    with INVALID, whichever trainable raised it."""
+
+    INVALID = "the trial's results are invalid"
 
 
 def first_line(err: BaseException, limit: int | None = None) -> str:

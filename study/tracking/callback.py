@@ -85,14 +85,13 @@ class MlflowTrackingCallback(Callback):
         self.finished: list[dict[str, Any]] = []  # one line per finished trial, for the CLI
         self._pending: list[Callable[[], Any]] = []  # writes not yet accepted, in order
         self._retry_at = 0.0  # after a failed write, wait before trying the server again
-        self.driver_time = None
-        self._wall_at = -math.inf
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_tracker"] = None
         state["_pending"] = []  # closures over live trials; a resumed study re-reports
-        state["driver_time"], state["_wall_at"] = None, -math.inf  # the next driver's own
+        for clock in ("driver_time", "_wall_at"):  # the next driver sets its own
+            state.pop(clock, None)
         return state
 
     # --- writes that survive a tracking server going away ---------------------------------

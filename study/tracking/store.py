@@ -325,7 +325,9 @@ class StudyTracker:
         """End the study run's trial runs still marked running (trials stopped with the
         study, which no resume will continue; only the trial `key`, if given) with `status`,
         and `tags` set first; how many there were."""
-        where = "attributes.status = 'RUNNING'" + (f" and tags.trial_key = '{key}'" if key else "")
+        where = "attributes.status = 'RUNNING'"
+        if key is not None:  # by its hash, as trial_run indexes it: a key may hold any character
+            where += f" and tags.trial_hash = '{digest(key)}'"
         running = list(self._trial_runs_where(study_run, where))
         for run in running:
             if tags:

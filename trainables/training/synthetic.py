@@ -97,7 +97,7 @@ class SyntheticTrial:
             raise TrainingDiverged(
                 f"loss became nan at step 1 (lr={lr:.3g}, {off:.2f} decades above this arm's "
                 f"optimum; the synthetic surface diverges above {self.surface.diverge_above}); "
-                "the trial's results are invalid"
+                f"{TrainingDiverged.INVALID}"
             )
         for step in (s for s in self.evaluation_steps() if s > self.step):
             if self.stopped:

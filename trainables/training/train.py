@@ -272,7 +272,7 @@ class Trial:
         if not torch.isfinite(loss):
             raise TrainingDiverged(
                 f"loss became {loss.item()} at step {self.step + 1} "
-                f"(lr={self.scheduler.get_last_lr()[0]:.3g}); the trial's results are invalid"
+                f"(lr={self.scheduler.get_last_lr()[0]:.3g}); {TrainingDiverged.INVALID}"
             )
         loss.backward()
         clip_gradients(self.trained, self.cfg.max_grad_norm, self.row_tables)

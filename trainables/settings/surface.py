@@ -47,7 +47,10 @@ is no data: a nominal count, so compute comparisons have something to compare).
 
 A trial more than `diverge_above` decades above its arm's optimum diverges at its first step
 (`TrainingDiverged`, as the tagger's NaN loss does); `fail_at_step` raises as in the tagger.
-Each step takes `step_s` seconds of wall time (sleeping; 0 for throughput runs).
+Each step takes `step_s` seconds of wall time (sleeping; 0 for throughput runs), or, with
+`step_s_while` naming a file, only while that file exists: a test that needs a study still
+running when it crashes a server or a node removes the file once it has, and the rest of the
+study runs at once.
 
 With `fingerprint: true` a trial that ends also keeps a stand-in layer fingerprint where the
 trial's `dynamics` and `fingerprint` settings would keep the tagger's: a few random arrays in
@@ -60,7 +63,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainables.errors import ConfigError
@@ -71,48 +76,84 @@ from trainables.yaml_reading import as_flag
 TAGGER, SYNTHETIC = "tagger", "synthetic"
 
 
-# What each option of the surface is for (its allowed values are `_CHECKS`', its default the
-# field's): docs/study-keys.md is written from these (study/spec/reference.py).
-OPTION_HELP = {
-    "layers": "blocks of the nominal encoder (depth `full`)",
-    "heads": "attention heads per block (reinit_heads indices)",
-    "best_lr": "the optimum with every block, none re-initialised, all data",
-    "peak_f1": "what that optimum converges to",
-    "lr_penalty": "F1 lost per squared decade away from an arm's optimum",
-    "noise": "seed-to-seed standard deviation of F1 (about one F1 point at 0.01)",
-    "convergence_epochs": "epochs to 63% of the asymptote, at the optimum",
-    "steps_per_epoch": "optimizer steps per epoch on all the data",
-    "step_s": "wall seconds per step (sleeping)",
-    "diverge_above": "decades above the optimum that diverge; null: never",
-    "slow_arm": "the trials whose settings equal all of these (e.g. {reinit_from: 4}) learn "
-    "`slow_by` times slower: a study can under-train one arm deterministically",
-    "slow_by": "how many times slower `slow_arm` learns",
-    "tokens_per_step": "what one step adds to tokens_seen",
-    "fingerprint": "keep a stand-in layer fingerprint (random arrays in the tagger's file "
-    "format) where `dynamics` and `fingerprint` would keep the tagger's: tests its way to "
-    "MLflow and the report",
-}
+# --- the options: each one's default, what it is for and the values it takes, on its field ---
+_HELP, _ALLOWED, _CHECK = "help", "allowed", "check"  # the traits a field's metadata holds
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _option(default: Any, help: str, allowed: str, check: Callable[[Any], bool]) -> Any:
+    """One surface option described once: docs/study-keys.md (study/spec/reference.py through
+    value_keys), the check of a study file's value and its error all read this field."""
+    return field(default=default, metadata={_HELP: help, _ALLOWED: allowed, _CHECK: check})
+
+
+_INT = ("an integer >= 1", _positive_int)  # what an integer-valued option takes
 
 
 @dataclass(frozen=True)
 class Surface:
-    """The options of `trainable: {synthetic: {...}}`, each with its default (`OPTION_HELP`
-    says what each is for)."""
+    """The options of `trainable: {synthetic: {...}}`, each with its default, what it is for
+    and what it takes on its field (`_option`)."""
 
-    layers: int = 12
-    heads: int = 12
-    best_lr: float = 5.0e-5
-    peak_f1: float = 0.9
-    lr_penalty: float = 0.1
-    noise: float = 0.01
-    convergence_epochs: float = 0.5
-    steps_per_epoch: int = 100
-    step_s: float = 0.0
-    diverge_above: float | None = 1.5
-    slow_arm: dict[str, Any] | None = None
-    slow_by: float = 10.0
-    tokens_per_step: int = 512
-    fingerprint: bool = False
+    layers: int = _option(12, "blocks of the nominal encoder (depth `full`)", *_INT)
+    heads: int = _option(12, "attention heads per block (reinit_heads indices)", *_INT)
+    best_lr: float = _option(
+        5.0e-5, "the optimum with every block, none re-initialised, all data",
+        "a learning rate > 0", lambda v: _number(v) and v > 0,
+    )  # fmt: skip
+    peak_f1: float = _option(
+        0.9, "what that optimum converges to", "an F1 in (0, 1]",
+        lambda v: _number(v) and 0 < v <= 1,
+    )  # fmt: skip
+    lr_penalty: float = _option(
+        0.1, "F1 lost per squared decade away from an arm's optimum", "a number >= 0",
+        lambda v: _number(v) and v >= 0,
+    )  # fmt: skip
+    noise: float = _option(
+        0.01, "seed-to-seed standard deviation of F1 (about one F1 point at 0.01)",
+        "a standard deviation >= 0", lambda v: _number(v) and v >= 0,
+    )  # fmt: skip
+    convergence_epochs: float = _option(
+        0.5, "epochs to 63% of the asymptote, at the optimum", "epochs > 0",
+        lambda v: _number(v) and v > 0,
+    )  # fmt: skip
+    steps_per_epoch: int = _option(100, "optimizer steps per epoch on all the data", *_INT)
+    step_s: float = _option(
+        0.0, "wall seconds per step (sleeping)", "seconds >= 0", lambda v: _number(v) and v >= 0
+    )
+    step_s_while: str | None = _option(
+        None, "a file: steps take `step_s` only while it exists, no time once it is gone (a "
+        "test that needs a study running through some event lets the rest of it finish at "
+        "once); null: always", "a file path, or null",
+        lambda v: v is None or (isinstance(v, str) and v != ""),
+    )  # fmt: skip
+    diverge_above: float | None = _option(
+        1.5, "decades above the optimum that diverge; null: never", "decades > 0, or null",
+        lambda v: v is None or (_number(v) and v > 0),
+    )  # fmt: skip
+    slow_arm: dict[str, Any] | None = _option(
+        None, "the trials whose settings equal all of these (e.g. {reinit_from: 4}) learn "
+        "`slow_by` times slower: a study can under-train one arm deterministically",
+        "a mapping of trial settings to values, e.g. {reinit_from: 4}, or null",
+        lambda v: v is None or (isinstance(v, dict) and all(isinstance(k, str) for k in v)),
+    )  # fmt: skip
+    slow_by: float = _option(
+        10.0, "how many times slower `slow_arm` learns", "a factor >= 1",
+        lambda v: _number(v) and v >= 1,
+    )  # fmt: skip
+    tokens_per_step: int = _option(512, "what one step adds to tokens_seen", *_INT)
+    fingerprint: bool = _option(
+        False, "keep a stand-in layer fingerprint (random arrays in the tagger's file format) "
+        "where `dynamics` and `fingerprint` would keep the tagger's: tests its way to MLflow "
+        "and the report", "true or false", lambda v: isinstance(v, bool),
+    )  # fmt: skip
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:
@@ -136,6 +177,12 @@ class Surface:
 
     def options(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def seconds_per_step(self) -> float:
+        """`step_s`, or 0 once the file `step_s_while` names is gone."""
+        if self.step_s_while is not None and not os.path.exists(self.step_s_while):
+            return 0.0
+        return self.step_s
 
     # --- the formula ---------------------------------------------------------------------
     def arm(self, settings: dict[str, Any]) -> ArmPoint:
@@ -225,43 +272,18 @@ def _blocks_kept(depth: Any, layers: int) -> int:
 
 
 # --- checking options -------------------------------------------------------------------------
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-_CHECKS: dict[str, tuple[Any, str]] = {
-    "layers": (_positive_int, "an integer >= 1"),
-    "heads": (_positive_int, "an integer >= 1"),
-    "best_lr": (lambda v: _number(v) and v > 0, "a learning rate > 0"),
-    "peak_f1": (lambda v: _number(v) and 0 < v <= 1, "an F1 in (0, 1]"),
-    "lr_penalty": (lambda v: _number(v) and v >= 0, "a number >= 0"),
-    "noise": (lambda v: _number(v) and v >= 0, "a standard deviation >= 0"),
-    "convergence_epochs": (lambda v: _number(v) and v > 0, "epochs > 0"),
-    "steps_per_epoch": (_positive_int, "an integer >= 1"),
-    "step_s": (lambda v: _number(v) and v >= 0, "seconds >= 0"),
-    "diverge_above": (lambda v: v is None or (_number(v) and v > 0), "decades > 0, or null"),
-    "slow_arm": (
-        lambda v: v is None or (isinstance(v, dict) and all(isinstance(k, str) for k in v)),
-        "a mapping of trial settings to values, e.g. {reinit_from: 4}, or null",
-    ),
-    "slow_by": (lambda v: _number(v) and v >= 1, "a factor >= 1"),
-    "tokens_per_step": (_positive_int, "an integer >= 1"),
-    "fingerprint": (lambda v: isinstance(v, bool), "true or false"),
-}
+_OPTIONS = {item.name: item.metadata for item in dataclasses.fields(Surface)}
+OPTION_HELP = {name: traits[_HELP] for name, traits in _OPTIONS.items()}
 
 
 def option_allowed(name: str) -> str:
     """What option `name` takes, as its check says it."""
-    return _CHECKS[name][1]
+    return _OPTIONS[name][_ALLOWED]
 
 
 def check_option(name: str, value: Any) -> None:
-    ok, allowed = _CHECKS[name]
-    if not ok(value):
+    allowed = _OPTIONS[name][_ALLOWED]
+    if not _OPTIONS[name][_CHECK](value):
         raise ConfigError(f"synthetic surface option {name}={value!r} is not allowed: {allowed}")
 
 

@@ -121,12 +121,13 @@ class SyntheticTrial:
         return self.stopped
 
     def _advance_to(self, step: int) -> None:
-        """Spend `step_s` per step up to `step`; an injected failure raises on its step."""
+        """Spend `step_s` per step up to `step` (`Surface.seconds_per_step`); an injected
+        failure raises on its step."""
         fail = self.cfg.fail_at_step
         failing = fail is not None and self.step < fail <= step
         stop = fail if failing else step
-        if self.surface.step_s:
-            time.sleep(self.surface.step_s * (stop - self.step))
+        if seconds := self.surface.seconds_per_step():
+            time.sleep(seconds * (stop - self.step))
         if failing:
             raise RuntimeError(f"injected failure at step {fail} (fail_at_step)")
         self.step = step

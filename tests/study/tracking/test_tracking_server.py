@@ -176,19 +176,22 @@ def test_a_database_uri_whose_login_is_refused_is_one_line(
 
 
 # Each study: 2 arms x 20 seeds, 40 trials of 3 evaluations (20 steps each) on the synthetic
-# trainable, 4.8 s of sleep per trial: a study outlasts two outages, each of which lasts as
-# long as the server takes to start again (10 s to 60 s on a busy 2-core machine).
+# trainable, 4.8 s of sleep per trial while the pace file exists: a study outlasts two outages,
+# each of which lasts as long as the server takes to start again (10 s to 60 s on a busy 2-core
+# machine). Once both are over the test removes the file, and the trials left take no sleep.
 SYNTHETIC = {"steps_per_epoch": 20, "step_s": 0.08}
+PACE = "pace"  # the file in the test's folder that the surface's step_s_while names
 SEEDS = 20
 TRIALS = 2 * SEEDS
 DOWN_S = 5  # how long each server stays dead before it is started again
 BACK = "answers again: queued writes back-filled"
 
 
-def _synthetic_study(folder: Path, name: str) -> Path:
+def _synthetic_study(folder: Path, name: str, pace: Path) -> Path:
     folder.mkdir()
+    surface = {**SYNTHETIC, "step_s_while": str(pace)}
     path = studies.write_synthetic_study(
-        folder, SYNTHETIC, seeds=SEEDS, phases={"confirm": {"select": [{}], "seeds": SEEDS}}
+        folder, surface, seeds=SEEDS, phases={"confirm": {"select": [{}], "seeds": SEEDS}}
     )
     return path.rename(folder / f"{name}.yaml")
 
@@ -242,9 +245,11 @@ def test_two_studies_outlive_two_crashes_of_their_server(postgres, tracking_serv
     and each planned trial is one FINISHED run with every evaluation and its final metrics."""
     names = ("study_a", "study_b")
     drivers, outputs = {}, {}
+    pace = tmp_path / PACE
+    pace.touch()
     try:
         for name in names:
-            study = _synthetic_study(tmp_path / name, name)
+            study = _synthetic_study(tmp_path / name, name, pace)
             extra = ("--tracking-uri", tracking_server.url, "--num-cpus", "1")
             outputs[name] = tmp_path / f"{name}.log"
             with open(outputs[name], "w") as out:
@@ -261,6 +266,7 @@ def test_two_studies_outlive_two_crashes_of_their_server(postgres, tracking_serv
             # both drivers saw the outage and back-filled what it held back
             _wait_until(_back_filled(outputs, outage), drivers, f"back-filled after {outage}")
             stored = _trial_runs_stored(postgres)
+        pace.unlink()  # the rest of each study at once
         for driver in drivers.values():
             driver.wait(timeout=900)
     finally:

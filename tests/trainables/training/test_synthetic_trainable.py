@@ -91,6 +91,25 @@ def test_each_step_takes_step_s():
     assert time.perf_counter() - started >= 10 * 0.02
 
 
+def test_step_s_while_a_file_exists_and_no_time_once_it_is_gone(tmp_path):
+    pace = tmp_path / "pace"
+    pace.touch()
+    surface = {"steps_per_epoch": 10, "step_s": 0.05, "step_s_while": str(pace)}
+    run = trial(surface, epochs=2).run()
+    started = time.perf_counter()
+    assert next(run)["step"] == 10  # the first epoch, while the file is there
+    assert time.perf_counter() - started >= 10 * 0.05
+    pace.unlink()
+    started = time.perf_counter()
+    assert next(run)["step"] == 20
+    assert time.perf_counter() - started < 10 * 0.05  # the second, at once
+    assert Surface(step_s=0.05, step_s_while=str(pace)).seconds_per_step() == 0.0
+    pace.touch()
+    assert Surface(step_s=0.05, step_s_while=str(pace)).seconds_per_step() == 0.05
+    with pytest.raises(ConfigError, match=r"step_s_while='' is not allowed: a file path, or null"):
+        surface_of({"synthetic": {"step_s_while": ""}})
+
+
 def test_the_optimum_moves_as_documented():
     surface = Surface()
     full = surface.arm({"depth": "full"})

@@ -40,8 +40,10 @@ def _read_until(driver: subprocess.Popen, lines: list[str], finished: int, limit
 def test_study_outlives_a_tracking_server_outage(tmp_path):
     """The driver's tracking, on the synthetic twin of the tiny study (the same 12 trials of 4
     evaluations), each trial slowed to 6 s (24 steps of 0.25 s) so that several still end
-    while the server is down."""
-    slowed = {"synthetic": {**TWIN_SURFACE, "step_s": 0.25}}
+    while the server is down; once it is back, the rest run at once (`step_s_while`)."""
+    pace = tmp_path / "pace"
+    pace.touch()
+    slowed = {"synthetic": {**TWIN_SURFACE, "step_s": 0.25, "step_s_while": str(pace)}}
     study = write_synthetic_twin(tmp_path, trainable=slowed)
     backend = f"sqlite:///{tmp_path / 'server.db'}"
     port, workdir = _free_port(), tmp_path / "server"
@@ -58,6 +60,7 @@ def test_study_outlives_a_tracking_server_outage(tmp_path):
     down_log = "".join(lines)
     assert "is not answering" in down_log and "write(s) queued" in down_log, down_log[-3000:]
     with mlflow_ui_server(backend, port=port, workdir=workdir) as url:
+        pace.unlink()
         lines += driver.stdout.readlines()
         assert driver.wait(timeout=600) == 0, "".join(lines)[-3000:]
         client = MlflowClient(url)

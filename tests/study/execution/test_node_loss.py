@@ -32,7 +32,10 @@ pytestmark = pytest.mark.study
 
 EVAL_EVERY, STEPS = 5, 30  # steps_per_epoch 10 x 3 epochs; a checkpoint at every evaluation
 EVALUATIONS = list(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY))
-SURFACE = {"steps_per_epoch": 10, "step_s": 0.3}  # 1.5 s between checkpoints, 9 s a trial
+# 1.5 s between checkpoints, 9 s a trial, until the driver says the lost node's trial runs
+# again: then the rest take no time (step_s_while)
+SURFACE = {"steps_per_epoch": 10, "step_s": 0.3}
+RUNS_AGAIN = "failed, running it again from its last checkpoint"  # study/progress/callback.py
 
 
 def _drain(driver) -> list[str]:
@@ -41,6 +44,14 @@ def _drain(driver) -> list[str]:
     reader = threading.Thread(target=lambda: lines.extend(driver.stdout), daemon=True)
     reader.start()
     return lines
+
+
+def _wait_for_line(lines: list[str], text: str, driver, timeout: float = 120) -> None:
+    """Until the driver has said `text` (or ended, or the time is up: the asserts then say
+    what went wrong)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and driver.poll() is None and not any(text in x for x in lines):
+        time.sleep(0.2)
 
 
 def _trial_mid_flight_on(tmp: Path, node_id: str, driver, timeout: float = 120):
@@ -62,8 +73,11 @@ def test_a_lost_node_s_trials_resume_from_checkpoints_on_a_survivor(tmp_path, mo
     with head_and_worker(tmp_path, worker_cpus=2) as (cluster, doomed, node_ids):
         for key, value in cluster.auth_env.items():
             monkeypatch.setenv(key, value)
+        pace = tmp_path / "pace"
+        pace.touch()
         study = write_synthetic_study(
-            tmp_path, SURFACE, fixed={"epochs": 3, "lr": 5.0e-5, "eval_every": EVAL_EVERY},
+            tmp_path, {**SURFACE, "step_s_while": str(pace)},
+            fixed={"epochs": 3, "lr": 5.0e-5, "eval_every": EVAL_EVERY},
             seeds=3, phases={"confirm": {"select": [{}], "seeds": 3, "checkpoint_every_s": 0}},
             max_failures=3,
         )  # fmt: skip
@@ -73,6 +87,8 @@ def test_a_lost_node_s_trials_resume_from_checkpoints_on_a_survivor(tmp_path, mo
             victim = _trial_mid_flight_on(tmp_path, node_ids[doomed.name], driver)
             assert victim is not None, "".join(lines[-40:])
             cluster.kill(doomed)
+            _wait_for_line(lines, RUNS_AGAIN, driver)
+            pace.unlink()
             driver.wait(timeout=240)
         finally:
             if driver.poll() is None:

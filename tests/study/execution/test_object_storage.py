@@ -67,6 +67,7 @@ def drivers():
 
 
 HELD_STEP_S = 0.2  # 24 steps a trial (SMALL_STUDY's 4 epochs of the twin's 6): 4.8 s
+PACE = "pace"  # while this file is in the test's folder; the resumed driver's trials take none
 
 
 def _storage(s3, monkeypatch, endpoint_in_uri: bool) -> str:
@@ -93,7 +94,8 @@ def _first_pair_done(s3, tmp: Path, storage: str, drivers: list):
     the synthetic twin of the tiny model (its trials checkpoint through the same trial folders
     and keep a stand-in layer fingerprint): these tests are about where the study's state
     lives, not about a model. Its steps take `HELD_STEP_S` (4.8 s a trial), so the next pair
-    has just begun when it is held, on a fast machine too.
+    has just begun when it is held, on a fast machine too, while the file `tmp / PACE` exists
+    (`step_s_while`): a test removes it before it resumes the study, which then runs at once.
 
     Not the first trial alone: its sibling ends within the same second, and a sibling held
     while it uploads its final checkpoint, then cut off by the storage going away, can lose
@@ -101,7 +103,8 @@ def _first_pair_done(s3, tmp: Path, storage: str, drivers: list):
     upload when it destroys the stream: "Error ignored when destroying file"). The driver
     then says the trial finished, the next driver trains it again, and no test can tell that
     apart from a trial trained twice for nothing."""
-    surface = {**TWIN_SURFACE, "step_s": HELD_STEP_S}
+    (tmp / PACE).touch()
+    surface = {**TWIN_SURFACE, "step_s": HELD_STEP_S, "step_s_while": str(tmp / PACE)}
     study = write_synthetic_twin(tmp, **SMALL_STUDY, trainable={"synthetic": surface})
     seen: list[str] = []
     driver = start_driver(study, tmp, "--storage", storage)
@@ -179,6 +182,7 @@ def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
     assert state.startswith("ray/teststudy/default-")
     kill_driver(driver, first)
 
+    (tmp_path / PACE).unlink()
     resumed = run_study(study, tmp_path, "--storage", storage, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     study_dir = state.removesuffix("/study.json")  # ray/teststudy/default-...
@@ -223,6 +227,7 @@ def test_storage_going_away_is_one_line_then_a_clean_resume(s3, drivers, monkeyp
 
     s3.start()
     assert _saved_states(s3)  # what the bucket holds reads back whole
+    (tmp_path / PACE).unlink()
     resumed = run_study(study, tmp_path, "--storage", storage, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_each_trial_ended_once([seen, resumed.stderr.splitlines()], 4)

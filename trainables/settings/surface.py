@@ -48,9 +48,10 @@ is no data: a nominal count, so compute comparisons have something to compare).
 A trial more than `diverge_above` decades above its arm's optimum diverges at its first step
 (`TrainingDiverged`, as the tagger's NaN loss does); `fail_at_step` raises as in the tagger.
 Each step takes `step_s` seconds of wall time (sleeping; 0 for throughput runs), or, with
-`step_s_while` naming a file, only while that file exists: a test that needs a study still
-running when it crashes a server or a node removes the file once it has, and the rest of the
-study runs at once.
+`step_s_while` naming a file (an absolute path), only while that file exists, as read before
+each run of steps between evaluations: a test that needs a study still running when it
+crashes a server or a node removes the file once it has, and the rest of the study runs at
+once.
 
 With `fingerprint: true` a trial that ends also keeps a stand-in layer fingerprint where the
 trial's `dynamics` and `fingerprint` settings would keep the tagger's: a few random arrays in
@@ -129,10 +130,11 @@ class Surface:
         0.0, "wall seconds per step (sleeping)", "seconds >= 0", lambda v: _number(v) and v >= 0
     )
     step_s_while: str | None = _option(
-        None, "a file: steps take `step_s` only while it exists, no time once it is gone (a "
-        "test that needs a study running through some event lets the rest of it finish at "
-        "once); null: always", "a file path, or null",
-        lambda v: v is None or (isinstance(v, str) and v != ""),
+        None, "steps take `step_s` only while this file exists on the machine a trial runs on "
+        "(read before each run of steps between evaluations), and no time once it is gone "
+        "(a test that needs a study running through some event lets the rest of it finish at "
+        "once); null: always", "an absolute file path, or null",
+        lambda v: v is None or (isinstance(v, str) and os.path.isabs(v)),
     )  # fmt: skip
     diverge_above: float | None = _option(
         1.5, "decades above the optimum that diverge; null: never", "decades > 0, or null",
@@ -179,7 +181,8 @@ class Surface:
         return dataclasses.asdict(self)
 
     def seconds_per_step(self) -> float:
-        """`step_s`, or 0 once the file `step_s_while` names is gone."""
+        """`step_s`, or 0 once the file `step_s_while` names is gone (read before each run of
+        steps between two evaluations, so a file removed mid-run takes effect at the next)."""
         if self.step_s_while is not None and not os.path.exists(self.step_s_while):
             return 0.0
         return self.step_s

@@ -51,7 +51,7 @@ STAND_IN_LENGTHS = (3, 5, 4, 6)
 
 class SyntheticTrial:
     """One trial on the surface; evaluates when the tagger would (`eval_every` steps, or each
-    epoch) and sleeps `step_s` per step in between."""
+    epoch) and sleeps `step_s` per step in between (while the `step_s_while` file exists)."""
 
     def __init__(self, config: TrialConfig):
         surface = surface_of(config.trainable)

@@ -32,8 +32,9 @@ pytestmark = pytest.mark.study
 
 EVAL_EVERY, STEPS = 5, 30  # steps_per_epoch 10 x 3 epochs; a checkpoint at every evaluation
 EVALUATIONS = list(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY))
-# 1.5 s between checkpoints, 9 s a trial, until the driver says the lost node's trial runs
-# again: then the rest take no time (step_s_while)
+# 1.5 s between checkpoints, 9 s a trial, until the driver says the victim runs again: then
+# the rest take no time (step_s_while). Not at the kill itself: a trial that no sleep held
+# could finish and report before Ray sees its node gone, and would not be retried.
 SURFACE = {"steps_per_epoch": 10, "step_s": 0.3}
 RUNS_AGAIN = "failed, running it again from its last checkpoint"  # study/progress/callback.py
 
@@ -46,11 +47,19 @@ def _drain(driver) -> list[str]:
     return lines
 
 
-def _wait_for_line(lines: list[str], text: str, driver, timeout: float = 120) -> None:
-    """Until the driver has said `text` (or ended, or the time is up: the asserts then say
-    what went wrong)."""
+def _said_as(run) -> str:
+    """How the driver's lines name the trial of an MLflow trial run (study/progress)."""
+    tags = run.data.tags
+    return f"arm {tags['arm']} sample {tags['sample']} seed {tags['seed']}"
+
+
+def _wait_for_line(lines: list[str], *texts: str, driver, timeout: float = 120) -> None:
+    """Until the driver has said a line holding all `texts` (or ended, or the time is up: the
+    asserts then say what went wrong)."""
     deadline = time.time() + timeout
-    while time.time() < deadline and driver.poll() is None and not any(text in x for x in lines):
+    while time.time() < deadline and driver.poll() is None:
+        if any(all(text in line for text in texts) for line in lines):
+            return
         time.sleep(0.2)
 
 
@@ -87,7 +96,7 @@ def test_a_lost_node_s_trials_resume_from_checkpoints_on_a_survivor(tmp_path, mo
             victim = _trial_mid_flight_on(tmp_path, node_ids[doomed.name], driver)
             assert victim is not None, "".join(lines[-40:])
             cluster.kill(doomed)
-            _wait_for_line(lines, RUNS_AGAIN, driver)
+            _wait_for_line(lines, RUNS_AGAIN, _said_as(victim), driver=driver)
             pace.unlink()
             driver.wait(timeout=240)
         finally:

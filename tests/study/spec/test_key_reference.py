@@ -12,7 +12,6 @@ from study.spec.reference import DOC, key_tables, main, reference_markdown
 from tests.study_helpers import REPO
 from trainables.data.sources._kinds import CORPUS_KINDS, SPLIT_KINDS
 from trainables.settings import TrialConfig
-from trainables.settings.surface import OPTION_HELP, Surface
 from trainables.yaml_reading import load_yaml
 
 ROWS = [
@@ -34,7 +33,6 @@ def test_the_tables_that_others_extend_describe_every_key():
         assert set(kind.keys) <= set(distributions.KEYS), kind.kind
     for key, kind in (*SPLIT_KINDS.items(), *CORPUS_KINDS.items()):
         assert next(iter(kind.entry_keys)) == key, f"{kind.__name__}.entry_keys starts with {key}"
-    assert set(OPTION_HELP) == set(Surface.option_names())
 
 
 def test_the_page_is_current():

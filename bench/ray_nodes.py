@@ -7,7 +7,7 @@ its own process group, with token authentication.
         worker = cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes(2)
         ... python -m study.run ... --address cluster.address (env: cluster.auth_env) ...
-        cluster.kill(worker)                     # the node dies: raylet and workers at once
+        cluster.kill(worker)                     # the node dies: raylet at once, workers after
 
 Ray 2.6x puts the nodes on the machine's address even when `--node-ip-address 127.0.0.1` is
 asked for (the GCS listens on every interface), so token authentication is what keeps this
@@ -159,7 +159,9 @@ class RayCluster:
         raise ClusterError(f"the {count}-node Ray cluster did not come up in {timeout:.0f} s")
 
     def kill(self, node: Node) -> None:
-        """The node dies at once, its raylet and workers together (SIGKILL to its group)."""
+        """The node dies: SIGKILL to its process group, the raylet and the node's own services
+        at once. Ray gives each worker a process group of its own; those die as they find their
+        raylet gone (1.6 s here), as a crashed raylet's workers do."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(node.process.pid, signal.SIGKILL)
         node.process.wait(timeout=30)

@@ -1,8 +1,8 @@
-"""A Ray node that dies mid-study (bench/ray_nodes.py: a head that the driver attaches to and
-one worker node, on this machine). The worker is killed, raylet and trial workers at once,
-while a trial on it is between checkpoints: that trial starts again from its last checkpoint
-on the surviving node, the study finishes, and MLflow holds each trial once, the retried one
-with its retry count.
+"""A Ray node that dies mid-study (bench/ray_nodes.py: a head that the driver attaches to and one
+worker node, on this machine). The worker node's raylet is killed (its trial workers die a
+moment later) while a trial on it is between checkpoints: that trial starts again from its last
+checkpoint on the surviving node, the study finishes, and MLflow holds each trial once, the
+retried one with its retry count.
 
 The trials are synthetic (trainables/settings/surface.py) and sleep per step, so a trial is
 mid-flight for seconds with a checkpoint at every evaluation, and a resumed one reports what an
@@ -33,8 +33,7 @@ pytestmark = pytest.mark.study
 EVAL_EVERY, STEPS = 5, 30  # steps_per_epoch 10 x 3 epochs; a checkpoint at every evaluation
 EVALUATIONS = list(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY))
 # 1.5 s between checkpoints, 9 s a trial, until the driver says the victim runs again: then
-# the rest take no time (step_s_while). Not at the kill itself: a trial that no sleep held
-# could finish and report before Ray sees its node gone, and would not be retried.
+# the rest take no time (step_s_while)
 SURFACE = {"steps_per_epoch": 10, "step_s": 0.3}
 RUNS_AGAIN = "failed, running it again from its last checkpoint"  # study/progress/callback.py
 

@@ -102,6 +102,16 @@ def write_synthetic_study(folder: Path, surface: dict[str, Any], **overrides: An
     return path
 
 
+def paced(surface: dict[str, Any], folder: Path) -> tuple[dict[str, Any], Path]:
+    """`surface` whose steps sleep its `step_s` only while the returned file (made here, in
+    `folder`) exists: a test that needs trials still running through an event (a server down,
+    a node lost, a driver held) removes the file once the event is over, and the rest of the
+    study runs at once."""
+    pace = folder / "pace"
+    pace.touch()
+    return {**surface, "step_s_while": str(pace)}, pace
+
+
 # 2 arms x 2 seeds, confirm only: 4 trials of 4 evaluations (about 40 s on 2 cores), for tests
 # of what surrounds a study (servers, storage) rather than of its phases
 SMALL_STUDY = {

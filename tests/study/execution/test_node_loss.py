@@ -22,6 +22,7 @@ from ray_nodes import head_and_worker
 
 from tests.study_helpers import (
     kill_driver,
+    paced,
     runs_by_kind,
     start_driver,
     tracking_uri,
@@ -81,10 +82,9 @@ def test_a_lost_node_s_trials_resume_from_checkpoints_on_a_survivor(tmp_path, mo
     with head_and_worker(tmp_path, worker_cpus=2) as (cluster, doomed, node_ids):
         for key, value in cluster.auth_env.items():
             monkeypatch.setenv(key, value)
-        pace = tmp_path / "pace"
-        pace.touch()
+        surface, pace = paced(SURFACE, tmp_path)
         study = write_synthetic_study(
-            tmp_path, {**SURFACE, "step_s_while": str(pace)},
+            tmp_path, surface,
             fixed={"epochs": 3, "lr": 5.0e-5, "eval_every": EVAL_EVERY},
             seeds=3, phases={"confirm": {"select": [{}], "seeds": 3, "checkpoint_every_s": 0}},
             max_failures=3,

@@ -29,6 +29,7 @@ from tests.study_helpers import (
     assert_every_trial_once,
     finished_trials,
     kill_driver,
+    paced,
     read_until,
     run_study,
     runs_by_kind,
@@ -67,7 +68,6 @@ def drivers():
 
 
 HELD_STEP_S = 0.2  # 24 steps a trial (SMALL_STUDY's 4 epochs of the twin's 6): 4.8 s
-PACE = "pace"  # while this file is in the test's folder; the resumed driver's trials take none
 
 
 def _storage(s3, monkeypatch, endpoint_in_uri: bool) -> str:
@@ -90,12 +90,12 @@ def _saved_states(s3) -> list[str]:
 def _first_pair_done(s3, tmp: Path, storage: str, drivers: list):
     """A small study started on `storage`, read until the first pair of trials (the two its 2
     CPUs run together) finished, and then held still (see `_hold_trials`): (its file, the
-    running driver, its output so far, the held trial processes). The study is SMALL_STUDY on
-    the synthetic twin of the tiny model (its trials checkpoint through the same trial folders
-    and keep a stand-in layer fingerprint): these tests are about where the study's state
-    lives, not about a model. Its steps take `HELD_STEP_S` (4.8 s a trial), so the next pair
-    has just begun when it is held, on a fast machine too, while the file `tmp / PACE` exists
-    (`step_s_while`): a test removes it before it resumes the study, which then runs at once.
+    running driver, its output so far, the held trial processes, the pace file). The study is
+    SMALL_STUDY on the synthetic twin of the tiny model (its trials checkpoint through the same
+    trial folders and keep a stand-in layer fingerprint): these tests are about where the
+    study's state lives, not about a model. Its steps take `HELD_STEP_S` (4.8 s a trial), so
+    the next pair has just begun when it is held, on a fast machine too, while the pace file
+    exists (`paced`): a test removes it before it resumes the study, which then runs at once.
 
     Not the first trial alone: its sibling ends within the same second, and a sibling held
     while it uploads its final checkpoint, then cut off by the storage going away, can lose
@@ -103,14 +103,13 @@ def _first_pair_done(s3, tmp: Path, storage: str, drivers: list):
     upload when it destroys the stream: "Error ignored when destroying file"). The driver
     then says the trial finished, the next driver trains it again, and no test can tell that
     apart from a trial trained twice for nothing."""
-    (tmp / PACE).touch()
-    surface = {**TWIN_SURFACE, "step_s": HELD_STEP_S, "step_s_while": str(tmp / PACE)}
+    surface, pace = paced({**TWIN_SURFACE, "step_s": HELD_STEP_S}, tmp)
     study = write_synthetic_twin(tmp, **SMALL_STUDY, trainable={"synthetic": surface})
     seen: list[str] = []
     driver = start_driver(study, tmp, "--storage", storage)
     drivers.append(driver)
     assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 2, seen)
-    return study, driver, seen, _hold_trials(driver, s3, len(finished_trials(seen)))
+    return study, driver, seen, _hold_trials(driver, s3, len(finished_trials(seen))), pace
 
 
 def _hold_trials(driver, s3, finished: int) -> list[psutil.Process]:
@@ -175,14 +174,14 @@ def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
     s3, drivers, monkeypatch, tmp_path
 ):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=True)
-    study, driver, first, _ = _first_pair_done(s3, tmp_path, storage, drivers)
+    study, driver, first, _, pace = _first_pair_done(s3, tmp_path, storage, drivers)
     keys = s3.keys(BUCKET)
     assert any("/checkpoint_" in key for key in keys), keys
     (state,) = [key for key in keys if key.endswith("/study.json")]
     assert state.startswith("ray/teststudy/default-")
     kill_driver(driver, first)
 
-    (tmp_path / PACE).unlink()
+    pace.unlink()
     resumed = run_study(study, tmp_path, "--storage", storage, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     study_dir = state.removesuffix("/study.json")  # ray/teststudy/default-...
@@ -198,7 +197,7 @@ def test_checkpoints_land_in_the_bucket_and_a_killed_driver_resumes_from_it(
 
 def test_storage_going_away_is_one_line_then_a_clean_resume(s3, drivers, monkeypatch, tmp_path):
     storage = _storage(s3, monkeypatch, endpoint_in_uri=False)
-    study, driver, seen, held = _first_pair_done(s3, tmp_path, storage, drivers)
+    study, driver, seen, held, pace = _first_pair_done(s3, tmp_path, storage, drivers)
     s3.stop()
     for proc in held:  # their next checkpoint finds the storage gone
         with contextlib.suppress(psutil.Error):
@@ -227,7 +226,7 @@ def test_storage_going_away_is_one_line_then_a_clean_resume(s3, drivers, monkeyp
 
     s3.start()
     assert _saved_states(s3)  # what the bucket holds reads back whole
-    (tmp_path / PACE).unlink()
+    pace.unlink()
     resumed = run_study(study, tmp_path, "--storage", storage, "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_each_trial_ended_once([seen, resumed.stderr.splitlines()], 4)

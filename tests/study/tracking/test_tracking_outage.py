@@ -17,7 +17,13 @@ from mlflow_server import mlflow_server, mlflow_ui_server
 
 from study.tracking import store
 from study.tracking.store import StudyTracker, patiently
-from tests.study_helpers import REPO, TWIN_SURFACE, study_command, write_synthetic_twin
+from tests.study_helpers import (
+    REPO,
+    TWIN_SURFACE,
+    paced,
+    study_command,
+    write_synthetic_twin,
+)
 
 pytestmark = pytest.mark.study
 
@@ -41,10 +47,8 @@ def test_study_outlives_a_tracking_server_outage(tmp_path):
     """The driver's tracking, on the synthetic twin of the tiny study (the same 12 trials of 4
     evaluations), each trial slowed to 6 s (24 steps of 0.25 s) so that several still end
     while the server is down; once it is back, the rest run at once (`step_s_while`)."""
-    pace = tmp_path / "pace"
-    pace.touch()
-    slowed = {"synthetic": {**TWIN_SURFACE, "step_s": 0.25, "step_s_while": str(pace)}}
-    study = write_synthetic_twin(tmp_path, trainable=slowed)
+    surface, pace = paced({**TWIN_SURFACE, "step_s": 0.25}, tmp_path)
+    study = write_synthetic_twin(tmp_path, trainable={"synthetic": surface})
     backend = f"sqlite:///{tmp_path / 'server.db'}"
     port, workdir = _free_port(), tmp_path / "server"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -180,16 +180,14 @@ def test_a_database_uri_whose_login_is_refused_is_one_line(
 # each of which lasts as long as the server takes to start again (10 s to 60 s on a busy 2-core
 # machine). Once both are over the test removes the file, and the trials left take no sleep.
 SYNTHETIC = {"steps_per_epoch": 20, "step_s": 0.08}
-PACE = "pace"  # the file in the test's folder that the surface's step_s_while names
 SEEDS = 20
 TRIALS = 2 * SEEDS
 DOWN_S = 5  # how long each server stays dead before it is started again
 BACK = "answers again: queued writes back-filled"
 
 
-def _synthetic_study(folder: Path, name: str, pace: Path) -> Path:
+def _synthetic_study(folder: Path, name: str, surface: dict) -> Path:
     folder.mkdir()
-    surface = {**SYNTHETIC, "step_s_while": str(pace)}
     path = studies.write_synthetic_study(
         folder, surface, seeds=SEEDS, phases={"confirm": {"select": [{}], "seeds": SEEDS}}
     )
@@ -245,11 +243,10 @@ def test_two_studies_outlive_two_crashes_of_their_server(postgres, tracking_serv
     and each planned trial is one FINISHED run with every evaluation and its final metrics."""
     names = ("study_a", "study_b")
     drivers, outputs = {}, {}
-    pace = tmp_path / PACE
-    pace.touch()
+    surface, pace = studies.paced(SYNTHETIC, tmp_path)
     try:
         for name in names:
-            study = _synthetic_study(tmp_path / name, name, pace)
+            study = _synthetic_study(tmp_path / name, name, surface)
             extra = ("--tracking-uri", tracking_server.url, "--num-cpus", "1")
             outputs[name] = tmp_path / f"{name}.log"
             with open(outputs[name], "w") as out:

@@ -137,7 +137,6 @@ WAYS: dict[str, Way] = {
     "python -m study.run ner_depth --profile cluster --address auto --storage s3://bucket/x": dry(
         "python -m study.run ner_depth --profile cluster --address auto --storage s3://bucket/x",
         "needs a Ray cluster, GPUs and a bucket",
-        slow=True,  # its hub datasets cost a minute of retries offline
     ),
     "python -m study.run ~/ner/s.yaml --set fixed.epochs=5 --set data.train=~/ner/train.txt": dry(
         "python -m study.run ~/ner/s.yaml --set fixed.epochs=5 --set data.train=~/ner/train.txt",
@@ -333,7 +332,6 @@ WAYS: dict[str, Way] = {
         "python -m study.run ner_depth --profile cluster --address auto --storage "
         "s3://bucket/ner-depth --tracking-uri http://MLFLOW_HOST:5000",
         "needs the cluster, the bucket and the server (" + CLUSTER + ")",
-        slow=True,  # its hub datasets cost a minute of retries offline
     ),
     'psql -c "CREATE ROLE mlflow LOGIN PASSWORD \'secret\'" -c "CREATE DATABASE mlflow OWNER '
     'mlflow"': elsewhere(SERVER, "tests/servers.py makes the role and database"),

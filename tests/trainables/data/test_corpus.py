@@ -350,6 +350,51 @@ def test_hf_unknown_name_offline_is_a_one_line_data_error(monkeypatch):
     assert "\n" not in message
 
 
+def test_a_hub_whose_name_does_not_resolve_is_read_from_the_cache_only(monkeypatch):
+    """Without name resolution `datasets` would retry the hub for about 23 s; the dataset is
+    instead asked for as in a process started with HF_HUB_OFFLINE=1 (its cache only), the
+    error says why, and the libraries' settings are as they were afterwards."""
+    import socket
+
+    import datasets
+    import datasets.config
+    import huggingface_hub.constants
+
+    def no_dns(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    seen = []
+    real_load = datasets.load_dataset
+
+    def load(*args, **kwargs):
+        seen.append((datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE))
+        return real_load(*args, **kwargs)
+
+    for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(datasets, "load_dataset", load)
+    with pytest.raises(DataError) as err:
+        load_hf_dataset("no-such-user/no-such-ner-dataset", "train")
+    assert seen == [(True, True)]  # offline while it loaded
+    assert (datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE) == (
+        False, False,
+    )  # fmt: skip
+    host = huggingface_hub.constants.ENDPOINT.split("//")[1].split("/")[0]
+    assert f"the hub's host {host} does not resolve here, so only its cache was read" in str(
+        err.value
+    )
+    # behind a proxy the name is not looked up here: the proxy may reach what DNS cannot
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    from trainables.data.sources.huggingface import _unresolved_hub
+
+    assert _unresolved_hub() is None
+    monkeypatch.delenv("HTTPS_PROXY")
+    assert _unresolved_hub() == host
+
+
 # --------------------------------------------------------------------------- reference corpora
 
 

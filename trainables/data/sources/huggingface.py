@@ -12,6 +12,7 @@ library raises, the user sees one line naming the dataset and the study field.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,13 +123,63 @@ def _open_dataset(name_or_path: str, config_name: str | None, revision: str | No
     import datasets  # deferred: importing datasets costs about a second
 
     local = Path(name_or_path).expanduser()
+    unresolved = None if local.exists() else _unresolved_hub()
     try:
         if local.is_dir() and _is_saved_to_disk(local):
             return datasets.load_from_disk(str(local))
-        return datasets.load_dataset(name_or_path, config_name, revision=revision)
+        with _offline(unresolved is not None):
+            return datasets.load_dataset(name_or_path, config_name, revision=revision)
     except Exception as err:  # datasets raises many unrelated types; the user needs one line
         hint = "" if local.exists() else " (no local folder of that name either)"
+        if unresolved is not None:
+            hint += (
+                f"; the hub's host {unresolved} does not resolve here, so only its cache was read"
+            )
         raise DataError(f"cannot load dataset {name_or_path!r}: {_reason(err)}{hint}") from err
+
+
+def _unresolved_hub() -> str | None:
+    """The hub's host name when it does not resolve on this machine and no proxy is set (a
+    proxy may reach what local DNS cannot), else None. Offline, `datasets` would otherwise
+    retry the hub for about 23 s (five backed-off tries) before it reads its cache or gives
+    up, and a dry run would sit silent that long; a name lookup that fails answers in
+    milliseconds."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    import huggingface_hub.constants
+
+    if huggingface_hub.constants.HF_HUB_OFFLINE or any(
+        os.environ.get(key) for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+    ):
+        return None
+    host = urlparse(huggingface_hub.constants.ENDPOINT).hostname
+    if not host:
+        return None
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return host
+    return None
+
+
+@contextlib.contextmanager
+def _offline(offline: bool) -> Iterator[None]:
+    """`datasets` and `huggingface_hub` as in a process started with HF_HUB_OFFLINE=1 (both
+    read that variable once, at import, into the values patched here): the cache only."""
+    if not offline:
+        yield
+        return
+    import datasets.config
+    import huggingface_hub.constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
 
 
 def _pick_split(loaded: Any, name: str, split: str) -> Any:

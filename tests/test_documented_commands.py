@@ -109,7 +109,7 @@ STUDY_RUN = "tests/study/test_study_run.py"
 CLUSTER = "tests/study/test_study_cluster.py"
 SERVER = "tests/study/tracking/test_tracking_server.py"
 S3 = "tests/study/execution/test_object_storage.py"
-INSTALL = "tests/test_install.py::test_smoke_study_from_an_empty_folder"
+INSTALL = "tests/test_install.py::test_the_api_page_runs_the_smoke_study_from_an_empty_folder"
 TIER = ".ci/run"
 REGISTRY = (
     "tests/study/test_export.py::test_an_exported_confirm_trial_tags_the_test_set_as_the_trial_did"

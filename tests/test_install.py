@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from study.names import LIBRARIES_TAG
+from study.names import LIBRARIES_TAG, RUN_KIND, STUDY_RUN_ID
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -80,6 +81,9 @@ def installed(tmp_path_factory) -> Path:
 def _run(bin_dir: Path, cwd: Path, *command: str, timeout: float = 120):
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     env.pop("PYTHONPATH", None)
+    # what importing threadpoolctl (in another test module) set in this process: a user's
+    # shell lacks it, and with it the page's check of what a block leaves set could not fail
+    env.pop("KMP_DUPLICATE_LIB_OK", None)
     return subprocess.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -122,16 +126,57 @@ def test_own_study_folder_comes_before_the_shipped_one(installed, tmp_path):
     assert "MINE" in done.stdout and "ner_depth" in done.stdout
 
 
+# The docs' Python API page, its code blocks run in order as one script. Around each block that
+# runs a study: what it left changed in the process's environment (another block's may: torch,
+# which load_verdicts's ASO loads, sets variables of its own, and MLflow its telemetry session
+# when imported, here before any block) and whether Ray still runs; at the end, what it read.
+PAGE = REPO / "docs" / "python-api.md"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+PROLOGUE = "import os as _os, mlflow as _mlflow, ray as _ray\n_left = []\n"
+BEFORE_A_RUN = "_environ = dict(_os.environ)\n"
+AFTER_A_RUN = (
+    "_left += sorted(set(_os.environ.items()) ^ set(_environ.items()))\n"
+    "_left += ['ray still running'] if _ray.is_initialized() else []\n"
+)
+EPILOGUE = """
+import json as _json
+print("API-CHECK " + _json.dumps({"rows": len(trials), "run_id": outcome.run_id,
+      "uri": outcome.tracking_uri, "left_by_runs": _left, "verdicts": len(verdicts),
+      "report": str(outcome.report)}))
+"""
+
+
 @pytest.mark.study
-def test_smoke_study_from_an_empty_folder(installed, tmp_path):
-    """The issue's check: the smoke study runs and writes its report under the working
-    folder's outputs/."""
-    done = _run(installed, tmp_path, "study-run", "ner_depth", "--profile", "smoke",
-                "--num-cpus", "2", timeout=900)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "outputs" / "reports" / "ner_depth-smoke" / "README.md").is_file()
+def test_the_api_page_runs_the_smoke_study_from_an_empty_folder(installed, tmp_path):
+    """The smoke study, run from an empty folder by the installed package, through the code of
+    the Python API page as it stands: it writes its report under the folder's outputs/, its
+    tables read back every trial, it leaves the process as it found it, and its MLflow run
+    names the libraries the venv ran and the commit the package was built from. The
+    `study-run` script is this `run_study` behind the command's parser (its `--help` is run
+    above), so one smoke study serves both the install and the page."""
+    blocks = BLOCK.findall(PAGE.read_text())
+    assert len(blocks) >= 3, "the page's python blocks were not found"
+    checked = [
+        BEFORE_A_RUN + block + AFTER_A_RUN if "run_study(" in block else block for block in blocks
+    ]
+    script = tmp_path.parent / f"{tmp_path.name}-page.py"  # beside the folder: it stays empty
+    script.write_text(PROLOGUE + "\n".join(checked) + EPILOGUE)
+    done = _run(installed, tmp_path, "python", str(script), timeout=900)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    line = next(x for x in done.stdout.splitlines() if x.startswith("API-CHECK "))
+    seen = json.loads(line.removeprefix("API-CHECK "))
+    report = tmp_path / "outputs" / "reports" / "ner_depth-smoke"
+    assert seen["report"] == str(report) and (report / "README.md").is_file()
     client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("ner_depth")
+    trial_runs = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.{STUDY_RUN_ID} = '{seen['run_id']}' and tags.{RUN_KIND} = 'trial'",
+    )
+    assert seen["rows"] == len(trial_runs) == 12  # the smoke plan: 8 explore + 4 confirm
+    assert seen["verdicts"] > 0
+    assert seen["left_by_runs"] == []
+    assert "unknown factor 'epochz'" in done.stdout  # the page's error block
     [study_run] = client.search_runs([experiment.experiment_id], "tags.run_kind = 'study'")
     versions = json.loads(study_run.data.tags[LIBRARIES_TAG])
     assert versions["transformers"] == metadata.version("transformers")  # what the venv ran

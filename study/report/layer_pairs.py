@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from threadpoolctl import threadpool_limits
 
 from study import stats
 from study.tracking.artifacts import read_fingerprints
@@ -120,6 +119,10 @@ def layer_table(record: StudyRecord) -> pd.DataFrame:
 
 
 def _compared(tracking_uri: str, pairs: list[PlannedPair]) -> pd.DataFrame:
+    # imported here: threadpoolctl sets KMP_DUPLICATE_LIB_OK in the environment when imported,
+    # which `from study import load_verdicts` would otherwise leave in a notebook's subprocesses
+    from threadpoolctl import threadpool_limits
+
     runs = sorted({run for p in pairs for run in (p.run_a, p.run_b)})
     with tempfile.TemporaryDirectory(prefix="fingerprints-") as folder:
         prints = read_fingerprints(tracking_uri, runs, Path(folder))

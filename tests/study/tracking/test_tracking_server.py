@@ -81,29 +81,6 @@ def _runs_per_experiment(postgres) -> dict[str, int]:
     return {name: n for name, n in rows if n}
 
 
-def test_two_studies_at_once_on_one_server(postgres, server, tmp_path):
-    names = ("study_a", "study_b")
-    drivers = {}
-    for name in names:
-        study = _small_twin(tmp_path / name, name)
-        extra = ("--tracking-uri", server, "--num-cpus", "1")
-        command = studies.study_command(study, tmp_path / name, *extra)
-        drivers[name] = subprocess.Popen(
-            command, cwd=studies.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    outputs = {name: driver.communicate(timeout=600)[0] for name, driver in drivers.items()}
-    for name in names:
-        assert drivers[name].returncode == 0, outputs[name][-3000:]
-        studies.assert_every_trial_once(tmp_path / name, 4, experiment=name, uri=server)
-        runs = studies.runs_by_kind(tmp_path, name, server)
-        (study_run,) = runs["study"]
-        assert study_run.data.tags["study"] == name
-        for run in runs["arm"] + runs["trial"]:  # nothing from the other study
-            assert run.data.tags[STUDY_RUN_ID] == study_run.info.run_id
-    assert _runs_per_experiment(postgres) == {"study_a": 7, "study_b": 7}  # 1 + 2 arms + 4
-
-
 def _trials_finished(n: int):
     return lambda lines: len(studies.finished_trials(lines)) >= n
 
@@ -179,7 +156,7 @@ def test_a_database_uri_whose_login_is_refused_is_one_line(
 # trainable, 4.8 s of sleep per trial while the pace file exists: a study outlasts two outages,
 # each of which lasts as long as the server takes to start again (10 s to 60 s on a busy 2-core
 # machine). Once both are over the test removes the file, and the trials left take no sleep.
-SYNTHETIC = {"steps_per_epoch": 20, "step_s": 0.08}
+SYNTHETIC = {"steps_per_epoch": 20, "step_s": 0.08, "fingerprint": True}
 SEEDS = 20
 TRIALS = 2 * SEEDS
 DOWN_S = 5  # how long each server stays dead before it is started again
@@ -239,8 +216,9 @@ def _crash_and_restart(server: MlflowServer, postgres, drivers: dict) -> None:
 @pytest.mark.slow
 def test_two_studies_outlive_two_crashes_of_their_server(postgres, tracking_server, tmp_path):
     """The server is SIGKILLed (no request finished, no commit) and restarted on the same port,
-    database and artifact root, twice, while two studies write to it: both end with exit 0,
-    and each planned trial is one FINISHED run with every evaluation and its final metrics."""
+    database and artifact root, twice, while two studies write to it at once: both end with
+    exit 0, each planned trial is one FINISHED run with every evaluation, its final metrics and
+    its fingerprint, and no run of one study is tagged with the other's."""
     names = ("study_a", "study_b")
     drivers, outputs = {}, {}
     surface, pace = studies.paced(SYNTHETIC, tmp_path)
@@ -285,10 +263,15 @@ def test_two_studies_outlive_two_crashes_of_their_server(postgres, tracking_serv
 
 
 def _assert_each_planned_trial_once(tmp_path: Path, name: str, url: str) -> None:
+    # one run per trial, none logged twice, each one's layer fingerprint stored through it
+    studies.assert_every_trial_once(tmp_path / name, TRIALS, experiment=name, uri=url)
     runs = studies.runs_by_kind(tmp_path, name, url)
     (study_run,) = runs["study"]
     assert study_run.data.tags["state"] == "finished"
+    assert study_run.data.tags["study"] == name
     assert len(runs["arm"]) == 2
+    for run in runs["arm"]:  # nothing from the other study
+        assert run.data.tags[STUDY_RUN_ID] == study_run.info.run_id
     trials = runs["trial"]
     keys = Counter(run.data.tags["trial_key"] for run in trials)
     planned = {(run.data.tags["arm"], run.data.tags["seed"]) for run in trials}

@@ -25,9 +25,11 @@ from tests.study_helpers import (
 pytestmark = pytest.mark.study
 
 
-@pytest.fixture
-def two_nodes(tmp_path):
-    with head_and_worker(tmp_path) as (cluster, worker, _):
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """One cluster for the module: the refused token attaches nothing, so the study test
+    finds the cluster as it was started."""
+    with head_and_worker(tmp_path_factory.mktemp("nodes")) as (cluster, worker, _):
         assert any(worker.temp_dir.iterdir()), "the worker node ignored its --temp-dir"
         yield cluster.address, cluster.env
 

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -19,7 +18,6 @@ from mlflow.tracking import MlflowClient
 
 from study.names import DRIVERS_TAG, WALL_TAG
 from tests.study_helpers import (
-    REPO,
     assert_each_trial_ended_once,
     assert_every_trial_once,
     driver_tracebacks,
@@ -28,6 +26,7 @@ from tests.study_helpers import (
     metric_steps,
     optuna_trials,
     read_until,
+    run_in_process,
     run_study,
     runs_by_kind,
     start_driver,
@@ -170,13 +169,11 @@ def test_the_study_run_records_overrides_the_merged_study_and_optuna_studies(fin
 
 def test_dry_run_prints_the_plan_without_running(tmp_path, tiny_model, tiny_corpus):
     study = write_study(tmp_path, str(tiny_model), tiny_corpus)
-    out = subprocess.run(
-        study_command(study, tmp_path, "--dry-run"), cwd=REPO, capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    assert "explore: 2 arms x 2 samples x 2 seeds [0, 1] = 8 trials" in out.stdout
-    assert "confirm: 2 arms x 1 samples x 2 seeds [2, 3] = 4 trials" in out.stdout
-    assert "total: at most 12 trials" in out.stdout
+    code, out, err = run_in_process(study_command(study, tmp_path, "--dry-run"))
+    assert code == 0, err
+    assert "explore: 2 arms x 2 samples x 2 seeds [0, 1] = 8 trials" in out
+    assert "confirm: 2 arms x 1 samples x 2 seeds [2, 3] = 4 trials" in out
+    assert "total: at most 12 trials" in out
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray_results").exists()
 
 
@@ -276,18 +273,16 @@ def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path):
 
 def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path, tiny_model, tiny_corpus):
     study = write_study(tmp_path, str(tiny_model), tiny_corpus)
-    out = run_study(study, tmp_path, "--resume")
-    assert out.returncode == 2
-    assert out.stderr.strip().startswith("error: --resume: no earlier run of study teststudy")
+    code, _, err = run_in_process(study_command(study, tmp_path, "--resume"))
+    assert code == 2
+    assert err.strip().startswith("error: --resume: no earlier run of study teststudy")
     assert not (tmp_path / "mlflow.db").exists()  # refused before anything was written
 
 
 def test_unknown_study_lists_known_ones(tmp_path):
-    out = subprocess.run(
-        study_command(Path("no_such_study"), tmp_path), cwd=REPO, capture_output=True, text=True
-    )
-    assert out.returncode == 2
-    assert "ner_depth" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    code, _, err = run_in_process(study_command(Path("no_such_study"), tmp_path))
+    assert code == 2
+    assert "ner_depth" in err and len(err.strip().splitlines()) == 1
 
 
 def test_confirm_rounds_add_seeds_and_survive_a_sigkill(tmp_path):

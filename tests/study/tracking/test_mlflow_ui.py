@@ -30,18 +30,27 @@ def parse_table(text: str) -> tuple[list[str], dict[str, dict[str, str]]]:
     return columns, rows
 
 
-def test_runs_table_shows_arm_summary_runs_and_metrics(finished_study, tmp_path):
+@pytest.fixture(scope="module")
+def ui(finished_study, tmp_path_factory):
+    """The finished study's folder and one `mlflow server` on its store, for both tests: they
+    only read it."""
     reason = browser_unavailable_reason()
     if reason:
         pytest.skip(f"no headless browser for the MLflow UI check: {reason}")
     study, _ = finished_study
+    workdir = tmp_path_factory.mktemp("server")
+    with mlflow_ui_server(tracking_uri(study), workdir=workdir) as base_url:
+        assert base_url.startswith("http://127.0.0.1:")
+        yield study, base_url
+
+
+def test_runs_table_shows_arm_summary_runs_and_metrics(ui, tmp_path):
+    study, base_url = ui
     arms = {r.data.tags["arm"]: r.data.metrics for r in runs_by_kind(study)["arm"]}
     cmp = "cmp/depth_2_vs_3/dev_loss/diff"  # written by the report on arm A's run
     assert cmp in arms["depth=2"]
     shot = tmp_path / "runs.png"
-    with mlflow_ui_server(tracking_uri(study), workdir=tmp_path / "server") as base_url:
-        assert base_url.startswith("http://127.0.0.1:")
-        text = capture_runs_table(base_url, "teststudy", shot, metrics=(*SUMMARY_METRICS, cmp))
+    text = capture_runs_table(base_url, "teststudy", shot, metrics=(*SUMMARY_METRICS, cmp))
 
     assert shot.stat().st_size > 10_000, "screenshot missing or blank"
     columns, rows = parse_table(text)
@@ -56,18 +65,13 @@ def test_runs_table_shows_arm_summary_runs_and_metrics(finished_study, tmp_path)
     assert not any("seed" in name for name in rows), text  # trial runs stay folded
 
 
-def test_the_report_renders_as_a_page_in_the_artifact_view(finished_study, tmp_path):
-    reason = browser_unavailable_reason()
-    if reason:
-        pytest.skip(f"no headless browser for the MLflow UI check: {reason}")
-    study, _ = finished_study
+def test_the_report_renders_as_a_page_in_the_artifact_view(ui, tmp_path):
+    study, base_url = ui
     run = runs_by_kind(study)["study"][0].info
     page = (study / "reports" / "teststudy" / "README.md").read_text()
     shot = tmp_path / "report_html.png"
-    with mlflow_ui_server(tracking_uri(study), workdir=tmp_path / "server") as base_url:
-        view = capture_html_artifact(
-            base_url, run.experiment_id, run.run_id, "report/report.html", shot
-        )
+    artifact = "report/report.html"
+    view = capture_html_artifact(base_url, run.experiment_id, run.run_id, artifact, shot)
 
     assert shot.stat().st_size > 10_000, "screenshot missing or blank"
     assert view.text.startswith("Study report: teststudy (profile default)"), view.text[:300]

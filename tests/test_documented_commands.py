@@ -480,6 +480,15 @@ def empty_home(tmp_path, monkeypatch):
         "model: tiny\ndata: {embedded: wnut16}\ndata_fraction: 0.02\nmax_steps: 4\neval_every: 2\n"
     )
     monkeypatch.setenv("HOME", str(home))
+    # no command reaches a hub from here, where one may answer: the cluster profile's hub
+    # datasets are said to be unread, as on a machine without one. Both libraries read the
+    # variable at import, so the values they read are set too.
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.chdir(work)
     return work
 

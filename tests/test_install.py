@@ -104,6 +104,9 @@ def test_dry_run_and_help_from_an_empty_folder(installed, tmp_path):
     done = _run(installed, tmp_path, "python", "-m", "study.run", "ner_depth", "--dry-run")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "arms" in done.stdout
+    # the console script plans the study as `python -m study.run` does
+    planned = _run(installed, tmp_path, "study-run", "ner_depth", "--dry-run")
+    assert planned.returncode == 0 and planned.stdout == done.stdout, planned.stderr[-3000:]
     helped = _run(installed, tmp_path, "study-run", "--help")
     assert helped.returncode == 0, helped.stderr
     assert "ner_depth" in helped.stdout and "exit codes" in helped.stdout
@@ -167,7 +170,8 @@ def test_the_api_page_runs_the_smoke_study_from_an_empty_folder(installed, tmp_p
     seen = json.loads(line.removeprefix("API-CHECK "))
     report = tmp_path / "outputs" / "reports" / "ner_depth-smoke"
     assert seen["report"] == str(report) and (report / "README.md").is_file()
-    client = MlflowClient(f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
+    assert seen["uri"].endswith(f"{tmp_path / 'outputs' / 'mlflow.db'}"), seen["uri"]
+    client = MlflowClient(seen["uri"])  # the store the outcome names is the one it filled
     experiment = client.get_experiment_by_name("ner_depth")
     trial_runs = client.search_runs(
         [experiment.experiment_id],

@@ -27,8 +27,8 @@ pytestmark = pytest.mark.study
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
-    """One cluster for the module: the refused token attaches nothing, so the study test
-    finds the cluster as it was started."""
+    """One cluster for the module's two tests: a refused token attaches nothing, so either
+    test, in either order, finds the cluster as it was started."""
     with head_and_worker(tmp_path_factory.mktemp("nodes")) as (cluster, worker, _):
         assert any(worker.temp_dir.iterdir()), "the worker node ignored its --temp-dir"
         yield cluster.address, cluster.env

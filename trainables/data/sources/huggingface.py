@@ -13,6 +13,8 @@ library raises, the user sees one line naming the dataset and the study field.
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +125,7 @@ def _open_dataset(name_or_path: str, config_name: str | None, revision: str | No
     import datasets  # deferred: importing datasets costs about a second
 
     local = Path(name_or_path).expanduser()
-    unresolved = None if local.exists() else _unresolved_hub()
+    unresolved = None if local.exists() or _path_like(name_or_path) else _unresolved_hub()
     try:
         if local.is_dir() and _is_saved_to_disk(local):
             return datasets.load_from_disk(str(local))
@@ -138,48 +140,70 @@ def _open_dataset(name_or_path: str, config_name: str | None, revision: str | No
         raise DataError(f"cannot load dataset {name_or_path!r}: {_reason(err)}{hint}") from err
 
 
+def _path_like(name: str) -> bool:
+    """A name only a folder can have (a hub id is NAME or OWNER/NAME): no hub to ask."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1
+
+
 def _unresolved_hub() -> str | None:
-    """The hub's host name when it does not resolve on this machine and no proxy is set (a
+    """The hub's host name when it does not resolve on this machine and no proxy serves it (a
     proxy may reach what local DNS cannot), else None. Offline, `datasets` would otherwise
     retry the hub for about 23 s (five backed-off tries) before it reads its cache or gives
     up, and a dry run would sit silent that long; a name lookup that fails answers in
     milliseconds."""
-    import os
-    import socket
+    import urllib.request
     from urllib.parse import urlparse
 
     import huggingface_hub.constants
 
-    if huggingface_hub.constants.HF_HUB_OFFLINE or any(
-        os.environ.get(key) for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
-    ):
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
         return None
-    host = urlparse(huggingface_hub.constants.ENDPOINT).hostname
+    endpoint = urlparse(huggingface_hub.constants.ENDPOINT)
+    host = endpoint.hostname
     if not host:
         return None
+    proxies = urllib.request.getproxies()
+    if (proxies.get(endpoint.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(
+        host
+    ):
+        return None
+    return None if _resolves(host) else host
+
+
+@functools.cache
+def _resolves(host: str) -> bool:
+    """Whether `host` has an address here; asked once per process (a resolver that drops its
+    queries takes seconds to say no, and a study reads several splits)."""
+    import socket
+
     try:
         socket.getaddrinfo(host, 443)
-    except OSError:
-        return host
-    return None
+    except (OSError, UnicodeError, ValueError):  # UnicodeError: a host that is not IDNA
+        return False
+    return True
+
+
+_OFFLINE_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
 def _offline(offline: bool) -> Iterator[None]:
     """`datasets` and `huggingface_hub` as in a process started with HF_HUB_OFFLINE=1 (both
-    read that variable once, at import, into the values patched here): the cache only."""
+    read that variable once, at import, into the values patched here): the cache only. The
+    values are the process's, so one load at a time patches and restores them."""
     if not offline:
         yield
         return
     import datasets.config
     import huggingface_hub.constants
 
-    saved = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
-    datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
-    try:
-        yield
-    finally:
-        datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
+    with _OFFLINE_LOCK:
+        saved = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
+        datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
+        try:
+            yield
+        finally:
+            datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
 
 
 def _pick_split(loaded: Any, name: str, split: str) -> Any:

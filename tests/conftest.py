@@ -92,6 +92,20 @@ def _environment_restored():
 
 
 @pytest.fixture
+def hub_offline(monkeypatch):
+    """The process as if started with HF_HUB_OFFLINE=1 (and HF_DATASETS_OFFLINE=1): no test
+    reaches a hub, where one may answer. Both libraries read the variables once, at import, so
+    the values they read are set too."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+@pytest.fixture
 def forget_modules():
     """Names of modules a test imports from its own temporary files (a report section of its
     making, say): forgotten after the test, so no later test finds them imported. The one

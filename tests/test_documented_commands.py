@@ -462,7 +462,7 @@ CONLL = "John B-PER\nlives O\nin O\nParis B-LOC\n.\tO\n\nMary B-PER\nvisits O\nB
 
 
 @pytest.fixture
-def empty_home(tmp_path, monkeypatch):
+def empty_home(tmp_path, monkeypatch, hub_offline):
     """An empty working folder with HOME in it: ~/ner/s.yaml is README's study file beside a
     small CoNLL corpus, ~/conll another corpus, and trial.yaml the tiny trial's settings."""
     home = tmp_path / "home"
@@ -480,16 +480,7 @@ def empty_home(tmp_path, monkeypatch):
         "model: tiny\ndata: {embedded: wnut16}\ndata_fraction: 0.02\nmax_steps: 4\neval_every: 2\n"
     )
     monkeypatch.setenv("HOME", str(home))
-    # no command reaches a hub from here, where one may answer: the cluster profile's hub
-    # datasets are said to be unread, as on a machine without one. Both libraries read the
-    # variable at import, so the values they read are set too.
-    import datasets.config
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.chdir(work)
+    monkeypatch.chdir(work)  # offline (hub_offline): the cluster profile's hub data is unread
     return work
 
 

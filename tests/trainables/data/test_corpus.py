@@ -333,16 +333,7 @@ def test_hf_missing_column_lists_available(saved_datasets):
         load_hf_dataset(str(saved_datasets["strings"]), "train", tokens_column="words")
 
 
-def test_hf_unknown_name_offline_is_a_one_line_data_error(monkeypatch):
-    import datasets.config
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    # Both libraries read these variables once, at import; patch the values they read so
-    # this test behaves like a process started offline instead of retrying the network.
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+def test_hf_unknown_name_offline_is_a_one_line_data_error(hub_offline):
     with pytest.raises(DataError) as err:
         load_hf_dataset("no-such-user/no-such-ner-dataset", "train")
     message = str(err.value)

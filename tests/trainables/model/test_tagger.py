@@ -2,7 +2,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-import huggingface_hub.constants
 import pytest
 import torch
 import torch.nn.functional as F
@@ -24,11 +23,8 @@ from trainables.settings.model_source import TINY_CONFIG, TINY_MODEL
 NUM_LABELS = 5
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch):
-    """Every test here must work without a network, as on an air-gapped cluster node."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+# every test here must work without a network, as on an air-gapped cluster node
+pytestmark = pytest.mark.usefixtures("hub_offline")
 
 
 @pytest.fixture(scope="module")

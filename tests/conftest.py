@@ -106,6 +106,31 @@ def hub_offline(monkeypatch):
 
 
 @pytest.fixture
+def hub_unresolved(monkeypatch):
+    """A machine whose resolver knows no hub host and that has no proxy: every name lookup
+    fails at once, and the libraries are not told to stay offline. Yields the hub's host."""
+    import socket
+    from urllib.parse import urlparse
+
+    import datasets.config
+    import huggingface_hub.constants
+
+    from trainables import hub
+
+    def no_dns(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    hub._resolves.cache_clear()  # asked once per process: not what another test saw
+    yield urlparse(huggingface_hub.constants.ENDPOINT).hostname
+    hub._resolves.cache_clear()
+
+
+@pytest.fixture
 def forget_modules():
     """Names of modules a test imports from its own temporary files (a report section of its
     making, say): forgotten after the test, so no later test finds them imported. The one

@@ -30,7 +30,8 @@ from study.spec.stages import check_stage_factor, locate_stage_data
 from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
 from study.spec.validated import Metric, StudySpec
 from trainables.data.sources import CORPUS_KINDS, SPLITS, UNTYPED, data_inputs
-from trainables.errors import ConfigError, ModelError
+from trainables.errors import ConfigError, ModelError, first_line
+from trainables.hub import cache_only_if_unreachable, unreachable_hint
 from trainables.settings import (
     LAYOUTS,
     MAX_SEED,
@@ -342,12 +343,15 @@ def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> 
     except ModelError as err:
         raise doc.bad(("model",), model, str(err)) from None
     hub_only = not Path(resolved).is_dir() and not download
-    try:
-        config = model_config(resolved, hub_only)
+    unreachable = None
+    try:  # where the hub cannot answer, its cache at once rather than half a minute of retries
+        with cache_only_if_unreachable(resolved) as unreachable:
+            config = model_config(resolved, hub_only)
     except Exception as err:  # transformers raises many kinds; each becomes one line
         if hub_only:
             return Shape(0, 0)
-        raise doc.fail(("model",), f"cannot read the config of {model!r}: {err}") from None
+        reason = f"{first_line(err).rstrip('.')}{unreachable_hint(unreachable)}"
+        raise doc.fail(("model",), f"cannot read the config of {model!r}: {reason}") from None
     return _shape(doc, model, config)
 
 
@@ -369,9 +373,8 @@ def model_config(resolved: str, hub_only: bool) -> dict[str, Any]:
     else:
         from huggingface_hub import hf_hub_download  # torch-free; raises when not cached
 
-        local = read_config_json(
-            str(Path(hf_hub_download(resolved, "config.json", local_files_only=hub_only)).parent)
-        )
+        downloaded = hf_hub_download(resolved, "config.json", local_files_only=hub_only)
+        local = read_config_json(str(Path(downloaded).parent))
     layout = LAYOUTS.get(local.get("model_type")) if local else None
     if layout and all(name in local for name in layout.fields()):
         return local

@@ -29,6 +29,7 @@ STUDY_MAY_IMPORT = {
     "trainables.yaml_reading",  # the one YAML reading
     "trainables.input_files",  # files a user names, read within limits
     "trainables.command_line",  # the parser and options every command shares
+    "trainables.hub",  # a hub model's config read at once where the hub cannot answer
     "trainables.data.sources",  # a `data:` config checked and its splits read
     "trainables.data.sources.conll",
     "trainables.data.sources.huggingface",

@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from trainables.errors import ModelError, first_line
+from trainables.hub import cache_only_if_unreachable, unreachable_hint
 from trainables.model import hf_internals, surgery, tiny
 from trainables.model.dropout import use_mask_attention_dropout, use_mask_dropout
 from trainables.model.embedding_gradient import use_row_gradient_embeddings
@@ -36,11 +37,15 @@ from trainables.settings.model_source import (  # noqa: F401 - EMBEDDED_MODEL re
 IGNORE_INDEX = -100
 
 
-def _load_config(resolved: str, name: str, revision: str | None) -> PretrainedConfig:
+def _load_config(
+    resolved: str, name: str, revision: str | None, hint: str = ""
+) -> PretrainedConfig:
     try:
         return AutoConfig.from_pretrained(resolved, revision=revision)
     except (OSError, ValueError, KeyError) as err:
-        raise ModelError(f"cannot load the config of model {name!r}: {first_line(err)}") from err
+        raise ModelError(
+            f"cannot load the config of model {name!r}: {first_line(err).rstrip('.')}{hint}"
+        ) from err
 
 
 def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
@@ -51,7 +56,7 @@ def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
 
 
 def _load_model(
-    resolved: str, name: str, config: PretrainedConfig, revision: str | None
+    resolved: str, name: str, config: PretrainedConfig, revision: str | None, hint: str = ""
 ) -> PreTrainedModel:
     try:
         with quiet_transformers():
@@ -59,7 +64,9 @@ def _load_model(
                 resolved, config=config, revision=revision, **_model_kwargs(config)
             )
     except (OSError, ValueError, KeyError) as err:
-        raise ModelError(f"cannot load the weights of model {name!r}: {first_line(err)}") from err
+        raise ModelError(
+            f"cannot load the weights of model {name!r}: {first_line(err).rstrip('.')}{hint}"
+        ) from err
 
 
 # Byte-level BPE tokenizers must be told that pre-split words are preceded by a space,
@@ -68,13 +75,15 @@ NEEDS_PREFIX_SPACE = ("roberta",)
 
 
 def _load_tokenizer(
-    resolved: str, name: str, model_type: str, revision: str | None
+    resolved: str, name: str, model_type: str, revision: str | None, hint: str = ""
 ) -> PreTrainedTokenizerBase:
     kwargs = {"add_prefix_space": True} if model_type in NEEDS_PREFIX_SPACE else {}
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved, revision=revision, **kwargs)
     except (OSError, ValueError, KeyError) as err:
-        raise ModelError(f"cannot load the tokenizer of model {name!r}: {first_line(err)}") from err
+        raise ModelError(
+            f"cannot load the tokenizer of model {name!r}: {first_line(err).rstrip('.')}{hint}"
+        ) from err
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(
             f"model {name!r} has a slow tokenizer ({type(tokenizer).__name__}); a fast tokenizer "
@@ -111,12 +120,15 @@ def load_encoder(
     """Load a bare encoder and its fast tokenizer, rejecting unsupported families before the
     (possibly large) weights are read, and turning loader failures into one-line user errors.
     `revision` pins a hub model's commit, tag or branch; transformers reads a local folder as
-    it is and ignores it."""
+    it is and ignores it. Where the hub cannot be reached, a hub model comes from the cache
+    at once (trainables.hub) rather than after half a minute of retries."""
     resolved = model_folder(name_or_path)
-    config = _load_config(resolved, name_or_path, revision)
-    surgery.check_model_type(config.model_type)
-    model = _load_model(resolved, name_or_path, config, revision)
-    tokenizer = _load_tokenizer(resolved, name_or_path, config.model_type, revision)
+    with cache_only_if_unreachable(resolved) as unreachable:
+        hint = unreachable_hint(unreachable)
+        config = _load_config(resolved, name_or_path, revision, hint)
+        surgery.check_model_type(config.model_type)
+        model = _load_model(resolved, name_or_path, config, revision, hint)
+        tokenizer = _load_tokenizer(resolved, name_or_path, config.model_type, revision, hint)
     return model, tokenizer
 
 

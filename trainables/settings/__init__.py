@@ -9,6 +9,7 @@ rule, and tests/trainables/settings/test_settings_import.py that importing this 
 neither torch nor scipy nor pyarrow.
 """
 
+from trainables.hub import looks_like_path
 from trainables.settings.budget import (
     BUDGET,
     PLATEAU_STOPPED,
@@ -41,7 +42,6 @@ from trainables.settings.model_source import (
     EMBEDDED_MODEL,
     TINY_CONFIG,
     TINY_MODEL,
-    looks_like_path,
     read_config_json,
     resolve_model,
 )

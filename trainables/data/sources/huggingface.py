@@ -12,9 +12,6 @@ library raises, the user sees one line naming the dataset and the study field.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +22,7 @@ from trainables.data.sources.conll import DOCSTART
 from trainables.data.tags import shortened, to_iob2
 from trainables.data.types import TaggedSentence
 from trainables.errors import DataError
+from trainables.hub import cache_only_if_unreachable, unreachable_hint
 
 
 @dataclass(frozen=True)
@@ -125,85 +123,16 @@ def _open_dataset(name_or_path: str, config_name: str | None, revision: str | No
     import datasets  # deferred: importing datasets costs about a second
 
     local = Path(name_or_path).expanduser()
-    unresolved = None if local.exists() or _path_like(name_or_path) else _unresolved_hub()
+    unreachable = None
     try:
         if local.is_dir() and _is_saved_to_disk(local):
             return datasets.load_from_disk(str(local))
-        with _offline(unresolved is not None):
+        with cache_only_if_unreachable(name_or_path) as unreachable:
             return datasets.load_dataset(name_or_path, config_name, revision=revision)
     except Exception as err:  # datasets raises many unrelated types; the user needs one line
         hint = "" if local.exists() else " (no local folder of that name either)"
-        if unresolved is not None:
-            hint += (
-                f"; the hub's host {unresolved} does not resolve here, so only its cache was read"
-            )
+        hint += unreachable_hint(unreachable)
         raise DataError(f"cannot load dataset {name_or_path!r}: {_reason(err)}{hint}") from err
-
-
-def _path_like(name: str) -> bool:
-    """A name only a folder can have (a hub id is NAME or OWNER/NAME): no hub to ask."""
-    return name.startswith(("/", ".", "~")) or name.count("/") > 1
-
-
-def _unresolved_hub() -> str | None:
-    """The hub's host name when it does not resolve on this machine and no proxy serves it (a
-    proxy may reach what local DNS cannot), else None. Offline, `datasets` would otherwise
-    retry the hub for about 23 s (five backed-off tries) before it reads its cache or gives
-    up, and a dry run would sit silent that long; a name lookup that fails answers in
-    milliseconds."""
-    import urllib.request
-    from urllib.parse import urlparse
-
-    import huggingface_hub.constants
-
-    if huggingface_hub.constants.HF_HUB_OFFLINE:
-        return None
-    endpoint = urlparse(huggingface_hub.constants.ENDPOINT)
-    host = endpoint.hostname
-    if not host:
-        return None
-    proxies = urllib.request.getproxies()
-    if (proxies.get(endpoint.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(
-        host
-    ):
-        return None
-    return None if _resolves(host) else host
-
-
-@functools.cache
-def _resolves(host: str) -> bool:
-    """Whether `host` has an address here; asked once per process (a resolver that drops its
-    queries takes seconds to say no, and a study reads several splits)."""
-    import socket
-
-    try:
-        socket.getaddrinfo(host, 443)
-    except (OSError, UnicodeError, ValueError):  # UnicodeError: a host that is not IDNA
-        return False
-    return True
-
-
-_OFFLINE_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _offline(offline: bool) -> Iterator[None]:
-    """`datasets` and `huggingface_hub` as in a process started with HF_HUB_OFFLINE=1 (both
-    read that variable once, at import, into the values patched here): the cache only. The
-    values are the process's, so one load at a time patches and restores them."""
-    if not offline:
-        yield
-        return
-    import datasets.config
-    import huggingface_hub.constants
-
-    with _OFFLINE_LOCK:
-        saved = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
-        datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
-        try:
-            yield
-        finally:
-            datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
 
 
 def _pick_split(loaded: Any, name: str, split: str) -> Any:

@@ -19,6 +19,7 @@ import pytest
 
 from tests.study_helpers import (
     REPO,
+    run_in_process,
     run_study,
     runs_by_kind,
     study_command,
@@ -47,11 +48,9 @@ BOUND = 0.01  # one F1 point of regret per arm
 
 def test_dry_run_says_synthetic(tmp_path):
     study = write_synthetic_study(tmp_path, SURFACE, **SEARCHING)
-    done = subprocess.run(
-        study_command(study, tmp_path, "--dry-run"), cwd=REPO, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = done.stdout + done.stderr
+    code, stdout, stderr = run_in_process(study_command(study, tmp_path, "--dry-run"))
+    assert code == 0, stderr[-2000:]
+    out = stdout + stderr
     assert "trainable: synthetic surface (no model, no data; no finding)" in out
     assert "'steps_per_epoch': 20" in out  # every option recorded, the given one included
     assert not (tmp_path / "mlflow.db").exists()

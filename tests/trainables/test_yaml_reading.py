@@ -4,8 +4,8 @@ loader of trainables/yaml_reading.py and the real command lines."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import contextlib
+import io
 
 import pytest
 import yaml
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from study.spec import load_study
-from tests.study_helpers import REPO, study_command, write_study
+from tests.study_helpers import run_in_process, study_command, write_study
 from trainables.errors import ConfigError
 from trainables.settings.config import TrialConfig
 from trainables.yaml_reading import Loader, bool_word, load_yaml, parse_value
@@ -56,35 +56,33 @@ def test_a_study_file_takes_1e_5_and_off(tmp_path, tiny_model, tiny_corpus):
     assert spec.fixed["dynamics"] == "off" and spec.fixed["probe"] is False
 
 
-@pytest.mark.slow  # over ~7 s: the slow tier
 def test_the_study_command_reads_1e_5_and_off(tmp_path, tiny_model, tiny_corpus):
-    """Through the real command line: `low: 1e-5` in the file, `dynamics=off` and
-    `lr.high=3e-4` given with --set."""
+    """Through the study command's own argument parsing (its `main`, in this process):
+    `low: 1e-5` in the file, `dynamics=off` and `lr.high=3e-4` given with --set."""
     search = {"lr": {"type": "loguniform", "low": "LOW", "high": 1.0e-2}}
     path = write_study(tmp_path, str(tiny_model), tiny_corpus, search=search)
     path.write_text(path.read_text().replace("low: LOW", "low: 1e-5"))
     extra = ["--dry-run", "--set", "fixed.dynamics=off", "--set", "search.lr.high=3e-4"]
-    done = subprocess.run(
-        study_command(path, tmp_path, *extra), cwd=REPO, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    assert "lr ~ loguniform[1e-05, 0.0003]" in done.stdout
+    code, out, err = run_in_process(study_command(path, tmp_path, *extra))
+    assert code == 0, err
+    assert "lr ~ loguniform[1e-05, 0.0003]" in out
 
 
-@pytest.mark.slow  # over ~7 s: the slow tier
 def test_the_trial_command_reads_off_and_3e_4(trial_settings, tmp_path):
     """`python -m trainables --set dynamics=off` (the documented value) and a number in
-    exponent form, in the file and on the command line."""
+    exponent form, in the file and on the command line (the command's `main`, in this
+    process: two steps of the tiny model)."""
+    from trainables.__main__ import main
+
     config = tmp_path / "trial.yaml"
     config.write_text(yaml.safe_dump(trial_settings).replace("lr: 0.001", "lr: 1e-3"))
-    done = subprocess.run(
-        [sys.executable, "-m", "trainables", "--config", str(config),
-         "--set", "dynamics=off", "--set", "head_lr=3e-4", "--set", "max_steps=2",
-         "--set", "probe=no"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "steps 2" in done.stdout
+    argv = ["--config", str(config), "--set", "dynamics=off", "--set", "head_lr=3e-4",
+            "--set", "max_steps=2", "--set", "probe=no"]  # fmt: skip
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    assert code == 0, err.getvalue()[-2000:]
+    assert "steps 2" in out.getvalue()
 
 
 def test_the_heads_shorthand_takes_no_as_false(tmp_path, tiny_model, tiny_corpus):

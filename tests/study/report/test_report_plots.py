@@ -179,7 +179,7 @@ def test_every_figure_is_readable(tmp_path, kept_figures, arms):
     assert len(kept_figures) == len([p for p in drawn.values() if p])
     found = {}
     for fig in kept_figures.values():
-        found.update({fig.get_suptitle() or id(fig): problems(fig)})
+        found.update({fig.get_suptitle() or id(fig): problems(fig, drawn=True)})
     assert not {title: bad for title, bad in found.items() if bad}
 
 

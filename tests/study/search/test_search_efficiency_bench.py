@@ -7,16 +7,20 @@ do the same.
 
 The profile's budget is set to a fixed 3 epochs (`fixed.budget=null`), so that the coarse
 grid's cost share has an exact value: 6 samples x 2 seeds against 10 lrs x 3 seeds, 0.4.
-The bench is run as its own command, as a person runs it.
+The run that trains is the bench as its own command, as a person runs it; the runs that must
+find everything cached, and the estimates, call its `main` here with Ray forbidden.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+import search_efficiency  # bench/search_efficiency.py
 from mlflow.tracking import MlflowClient
 
 from tests.study_helpers import REPO
@@ -27,15 +31,40 @@ CONTENDERS = {"study", "tpe", "random_asha", "random", "coarse_grid"}
 
 
 def _bench(tmp_path, store: str = "cache.db", *more: str) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable, "bench/search_efficiency.py", "--trainable", "synthetic",
-        "--repetitions", "2", "--set", "fixed.budget=null",
-        "--cache", f"sqlite:///{tmp_path / store}", "--out", str(tmp_path / "out"),
-        "--ledger", str(tmp_path / "ledger.csv"), "--num-cpus", "2", *more,
-    ]  # fmt: skip
+    """The bench as its own command, as a person runs it: the run that trains."""
+    command = [sys.executable, "bench/search_efficiency.py", *_argv(tmp_path, store, *more)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done
+
+
+def _read(
+    tmp_path, monkeypatch, store: str = "cache.db", *more: str, code: int = 0
+) -> subprocess.CompletedProcess:
+    """The bench's `main` in this process, for the runs that must find everything cached (or
+    only estimate): Ray may not start, so one that would train fails here rather than passing
+    slowly. Saves a fresh interpreter's imports per run."""
+
+    def no_ray(num_cpus):
+        raise AssertionError("the bench started Ray: it was to train nothing")
+
+    monkeypatch.setattr(search_efficiency, "start_ray", no_ray)
+    monkeypatch.chdir(REPO)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        exited = search_efficiency.main(_argv(tmp_path, store, *more))
+    done = subprocess.CompletedProcess(["search_efficiency", *more], exited, out.getvalue(),
+                                       err.getvalue())  # fmt: skip
+    assert done.returncode == code, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
+def _argv(tmp_path, store: str, *more: str) -> list[str]:
+    return [
+        "--trainable", "synthetic", "--repetitions", "2", "--set", "fixed.budget=null",
+        "--cache", f"sqlite:///{tmp_path / store}", "--out", str(tmp_path / "out"),
+        "--ledger", str(tmp_path / "ledger.csv"), "--num-cpus", "2", *more,
+    ]  # fmt: skip
 
 
 def _runs(tmp_path, store: str = "cache.db") -> int:
@@ -46,8 +75,8 @@ def _runs(tmp_path, store: str = "cache.db") -> int:
     return len(client.search_runs([experiment.experiment_id], max_results=10000))
 
 
-def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
-    estimate = _bench(tmp_path, "cache.db", "--estimate")
+def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path, monkeypatch):
+    estimate = _read(tmp_path, monkeypatch, "cache.db", "--estimate")
     assert "0 of 20 points cached" in estimate.stdout and "trial-epochs" in estimate.stdout
     assert _runs(tmp_path) == 0 and not (tmp_path / "ledger.csv").exists()  # trained nothing
     first = _bench(tmp_path)
@@ -77,7 +106,7 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     assert "SYNTHETIC: a response surface tests the machinery" in first.stdout
     runs = _runs(tmp_path)
 
-    again = _bench(tmp_path)
+    again = _read(tmp_path, monkeypatch)
     assert _runs(tmp_path) == runs  # no grid trial, no contender run trained again
     assert "20 of 20 points cached" in again.stdout
     assert again.stdout.count("(cached)") == 10
@@ -95,12 +124,13 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     assert set(curves.run_id) == set(ledger.run_id)
     grid_trials = ledger[ledger.cache_tag == "bench.search_efficiency.grid_key"].run_id
     assert curves[curves.run_id.isin(grid_trials)].eval_test_f1.notna().all()
-    estimate = _bench(tmp_path, "fresh.db", "--estimate")
+    estimate = _read(tmp_path, monkeypatch, "fresh.db", "--estimate")
     assert "every contender repetition is cached" in estimate.stdout
-    more = _bench(tmp_path, "fresh.db", "--estimate", "--repetitions", "3")  # the last one wins
+    # the last --repetitions wins
+    more = _read(tmp_path, monkeypatch, "fresh.db", "--estimate", "--repetitions", "3")
     assert "contender repetitions not cached: 5," in more.stdout
     assert "at the 10 cached ones' mean of" in more.stdout
-    fresh = _bench(tmp_path, "fresh.db")
+    fresh = _read(tmp_path, monkeypatch, "fresh.db")
     assert _runs(tmp_path, "fresh.db") == 0
     assert "20 of 20 points cached" in fresh.stdout and fresh.stdout.count("(cached)") == 10
     pd.testing.assert_frame_equal(
@@ -108,20 +138,21 @@ def test_search_efficiency_synthetic_end_to_end_and_cached(tmp_path):
     )
 
     # a grid flag moved the grid's lrs: the bench says the cache holds this key's grid elsewhere
-    moved = _bench(tmp_path, "fresh.db", "--estimate", "--beyond", "0.4")
+    moved = _read(tmp_path, monkeypatch, "fresh.db", "--estimate", "--beyond", "0.4")
     assert "0 of 20 points cached" in moved.stdout, moved.stdout
     assert "the cache holds this key's grid at other lrs (10," in moved.stdout
     # the study's range narrowed inside the grid, no grid flag given: the cached grid stays
-    narrowed = _bench(tmp_path, "fresh.db", "--estimate", "--set", "search.lr.low=1.5e-4")
+    narrowed = _read(
+        tmp_path, monkeypatch, "fresh.db", "--estimate", "--set", "search.lr.low=1.5e-4"
+    )
     assert "20 of 20 points cached" in narrowed.stdout, narrowed.stdout
     assert "contender repetitions not cached: 10," in narrowed.stdout  # a new range, new runs
 
 
-def test_a_grid_range_that_does_not_hold_the_study_range_is_one_line_and_writes_nothing(tmp_path):
-    command = [sys.executable, "bench/search_efficiency.py", "--trainable", "synthetic",
-               "--grid-range", "5e-4", "1e-3", "--cache", f"sqlite:///{tmp_path / 'c.db'}",
-               "--out", str(tmp_path / "out"), "--estimate"]  # fmt: skip
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2
+def test_a_grid_range_that_does_not_hold_the_study_range_is_one_line_and_writes_nothing(
+    tmp_path, monkeypatch
+):
+    done = _read(tmp_path, monkeypatch, "c.db", "--grid-range", "5e-4", "1e-3", "--estimate",
+                 code=2)  # fmt: skip
     assert done.stderr.strip().splitlines()[-1].startswith("search_efficiency: --grid-range 0.0005")
     assert "does not hold" in done.stderr and not (tmp_path / "out").exists()

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -134,16 +135,27 @@ def study_command(study: Path, tmp: Path, *extra: str) -> list[str]:
 
 def run_in_process(command: list[str]) -> tuple[int, str, str]:
     """`study.run.main` on the arguments of `command` (a `study_command` line), with stdout and
-    stderr captured: the command's own code without a process's start, which is seconds of
-    imports. For commands that end before a study starts (a dry run, a refusal); an exception
-    that escapes is the traceback a user would see, and fails the test."""
+    stderr captured. For commands that end before a study starts (a dry run, a refusal); an
+    exception that escapes is the traceback a user would see, and fails the test."""
     from study.run import main
 
-    argv = command[command.index("study.run") + 1 :]
+    done = in_process(main, command[command.index("study.run") + 1 :])
+    return done.returncode, done.stdout, done.stderr
+
+
+def in_process(main: Callable[[list[str]], int], argv: list[str]) -> subprocess.CompletedProcess:
+    """A command's `main` on `argv` in this process, stdout and stderr captured: the command's
+    own code without a process's start, which is seconds of imports (MLflow, pandas, torch).
+    argparse's exits (--help, a refused flag) are the exit code. Not for a check that a
+    refusal is one line on the terminal: what a library writes straight to file descriptor 2
+    escapes the capture, so those stay processes."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return code, out.getvalue(), err.getvalue()
+        try:
+            code = main(argv)
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 # a line Ray forwards from a worker process: `(train_tagger pid=123)` or `(name pid=1, ip=..)`,

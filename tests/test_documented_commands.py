@@ -30,8 +30,6 @@ import json
 import os
 import re
 import shlex
-import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -41,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from tests import background_study
+from tests.study_helpers import in_process
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,8 +58,7 @@ class Way:
     """How one documented command is exercised: `run` is the command line run (None: see
     `test`), `expect` its exit code, `where` the folder it runs in ("empty": a fresh folder
     with HOME in it and a small CoNLL corpus at ~/ner and ~/conll; "store": the smoke
-    study's folder, or for a slow way a study store in its place, `slow_store`), `slow`
-    whether it runs in the slow tier."""
+    study's folder), `slow` whether it runs in the slow tier."""
 
     how: str
     run: str | None
@@ -198,12 +196,9 @@ WAYS: dict[str, Way] = {
     "./with-venv pytest": elsewhere(TIER, "the default tier, which this test is part of"),
     "./with-venv pytest -m slow": elsewhere(TIER, "the slow tier, which this test is part of"),
     "./with-venv mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db --host 127.0.0.1 "
-    "--port 5000": Way(
-        "as written",
-        "mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db --host 127.0.0.1 --port {PORT}",
-        "a server: it must answer on its port; a free port for 5000",
-        where="store",
-        slow=True,
+    "--port 5000 --workers 1": elsewhere(
+        "tests/study/tracking/test_mlflow_ui.py::test_the_readme_command_serves_the_study",
+        "a server: the UI tests run this line (a free port for 5000) on a finished study's store",
     ),  # fmt: skip
     "./with-venv python -m study.run ~/ner/s.yaml --dry-run": written(
         "python -m study.run ~/ner/s.yaml --dry-run"
@@ -487,19 +482,15 @@ def empty_home(tmp_path, monkeypatch, hub_offline):
 def _in_process(line: str) -> tuple[int, str, str]:
     """A `python -m MODULE ...` or `python -c CODE` line run in this process."""
     argv = shlex.split(line)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        if argv[:2] == ["python", "-c"]:
+    if argv[:2] == ["python", "-c"]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             exec(compile(argv[2], "<documented>", "exec"), {"__name__": "__main__"})  # noqa: S102
-            code = 0
-        else:
-            assert argv[:2] == ["python", "-m"] and argv[2] in IN_PROCESS, line
-            module = __import__(IN_PROCESS[argv[2]], fromlist=["main"])
-            try:
-                code = module.main(argv[3:])
-            except SystemExit as stop:  # argparse's --help and its refusals
-                code = stop.code if isinstance(stop.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
+        return 0, out.getvalue(), err.getvalue()
+    assert argv[:2] == ["python", "-m"] and argv[2] in IN_PROCESS, line
+    module = __import__(IN_PROCESS[argv[2]], fromlist=["main"])
+    done = in_process(module.main, argv[3:])
+    return done.returncode, done.stdout, done.stderr
 
 
 def _default_tier(where: str) -> list[tuple[str, Way]]:
@@ -568,36 +559,6 @@ def test_commands_against_the_smoke_store(smoke_store, monkeypatch):
 # --- the slow tier: what needs a process ------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _serves(line: str, port: int, cwd: Path, env: dict[str, str]) -> int:
-    """A server command: 0 once it answers HTTP on its port (within 120 s), then stopped."""
-    import urllib.request
-
-    server = subprocess.Popen(shlex.split(line), cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and server.poll() is None:
-            with contextlib.suppress(OSError):
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
-                return 0
-            time.sleep(1)
-        return 1
-    finally:
-        # SIGTERM to the session it leads: `mlflow ui` and its server's workers stop together
-        # in seconds, where the `mlflow` process alone took a minute to stop at load 16
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-
-
 @pytest.mark.slow
 def test_tiny_trials(empty_home):
     """The documented single trials, each a few steps of the tiny model, in the order of WAYS
@@ -610,17 +571,6 @@ def test_tiny_trials(empty_home):
                 failed.append(f"{command}\n  ran: {way.run}\n  exit {code}: {err.strip()[-500:]}")
     assert not failed, "\n".join(failed)
     assert (empty_home / "m.jsonl").is_file() and (empty_home / "ckpt").is_dir()
-
-
-def slow_store(request: pytest.FixtureRequest, folder: Path) -> Path:
-    """Where a slow way that reads a study's results runs: `folder` with the shared finished
-    study's MLflow store (tests/conftest.py) copied to outputs/mlflow.db, where the smoke
-    study keeps its own. The slow tier runs no smoke study, and starting one here for a
-    server to answer on would be minutes of a whole study; any study's store serves as well."""
-    study, _ = request.getfixturevalue("finished_study")
-    (folder / "outputs").mkdir()
-    shutil.copy(study / "mlflow.db", folder / "outputs" / "mlflow.db")
-    return folder
 
 
 def _slow_process_ways() -> list[str]:
@@ -637,17 +587,12 @@ def _slow_process_ways() -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", _slow_process_ways())
-def test_commands_that_need_a_process(command, tmp_path, request):
+def test_commands_that_need_a_process(command, tmp_path):
     way = WAYS[command]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     cwd = {"checkout": REPO, "empty": tmp_path}.get(way.where)
-    line = way.run.replace("python ", f"{sys.executable} ", 1).replace("{PORT}", "{port}")
-    if way.where == "store":
-        cwd = slow_store(request, tmp_path)
-    if "{port}" in line:
-        port = _free_port()
-        assert _serves(line.format(port=port), port, cwd, env) == way.expect
-        return
+    line = way.run.replace("python ", f"{sys.executable} ", 1)
+    assert way.where != "store", "the slow tier has no smoke store: read the finished study's"
     if way.how == "collect":
         assignments = re.match(r"((?:\w+=\S+ )*)(.*)", way.run)  # the line as documented
         env.update(dict(a.split("=", 1) for a in assignments.group(1).split()))

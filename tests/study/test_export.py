@@ -7,9 +7,7 @@ The study is the shared finished study (tests/conftest.py), whose results this t
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
 import shutil
 import sqlite3
@@ -23,7 +21,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-from tests.study_helpers import REPO, runs_by_kind, tracking_uri
+from tests.study_helpers import REPO, in_process, runs_by_kind, tracking_uri
 from trainables.data.batching import collate, eval_batches
 from trainables.data.encoding import decode, encode
 from trainables.data.labels import LabelMap
@@ -47,11 +45,7 @@ def exported(tmp_path, *args: str) -> subprocess.CompletedProcess:
     without a fresh interpreter's seconds of imports (MLflow, torch, transformers) per export."""
     from study.export.__main__ import main
 
-    argv = ["teststudy", "--tracking-uri", tracking_uri(tmp_path), *args]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+    return in_process(main, ["teststudy", "--tracking-uri", tracking_uri(tmp_path), *args])
 
 
 def trial_config(params: dict[str, str]) -> TrialConfig:

@@ -10,8 +10,6 @@ short of it.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -19,6 +17,7 @@ import pytest
 
 from tests.study_helpers import (
     REPO,
+    in_process,
     run_in_process,
     run_study,
     runs_by_kind,
@@ -144,11 +143,11 @@ def test_reports_none_ends_the_study_without_a_report_that_study_report_makes_la
     ) in done.stdout
     assert not (tmp_path / "reports").exists() and not (REPO / "none").exists()
 
-    later = subprocess.run(
-        [sys.executable, "-m", "study.report", "teststudy", "--run-id", study_run.info.run_id,
-         "--tracking-uri", tracking_uri(tmp_path), "--out", str(tmp_path / "later")],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    from study.report.__main__ import main as report_main
+
+    later = in_process(report_main, ["teststudy", "--run-id", study_run.info.run_id,
+                                     "--tracking-uri", tracking_uri(tmp_path),
+                                     "--out", str(tmp_path / "later")])  # fmt: skip
     assert later.returncode == 0, later.stderr[-3000:]
     readme = (tmp_path / "later" / "README.md").read_text()
     assert readme.startswith("# Synthetic study report: `teststudy`")

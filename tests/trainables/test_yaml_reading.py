@@ -4,16 +4,13 @@ loader of trainables/yaml_reading.py and the real command lines."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from study.spec import load_study
-from tests.study_helpers import run_in_process, study_command, write_study
+from tests.study_helpers import in_process, run_in_process, study_command, write_study
 from trainables.errors import ConfigError
 from trainables.settings.config import TrialConfig
 from trainables.yaml_reading import Loader, bool_word, load_yaml, parse_value
@@ -78,11 +75,9 @@ def test_the_trial_command_reads_off_and_3e_4(trial_settings, tmp_path):
     config.write_text(yaml.safe_dump(trial_settings).replace("lr: 0.001", "lr: 1e-3"))
     argv = ["--config", str(config), "--set", "dynamics=off", "--set", "head_lr=3e-4",
             "--set", "max_steps=2", "--set", "probe=no"]  # fmt: skip
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    assert code == 0, err.getvalue()[-2000:]
-    assert "steps 2" in out.getvalue()
+    done = in_process(main, argv)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "steps 2" in done.stdout
 
 
 def test_the_heads_shorthand_takes_no_as_false(tmp_path, tiny_model, tiny_corpus):

@@ -14,7 +14,8 @@ from mlflow.tracking import MlflowClient
 
 from study import report
 from study.report import plots
-from tests.study_helpers import REPO, runs_by_kind, tracking_uri
+from study.report.__main__ import main as report_main
+from tests.study_helpers import REPO, in_process, runs_by_kind, tracking_uri
 
 pytestmark = pytest.mark.study
 FILES = ["README.md", "report.html", "trials.csv", "arms.csv", "comparisons.csv",
@@ -120,11 +121,8 @@ def test_arm_runs_carry_summaries_that_trace_back_to_trial_runs(finished_study):
 
 def test_report_command_rebuilds_into_a_chosen_folder(finished_study, tmp_path):
     tmp, _ = finished_study
-    out = subprocess.run(
-        [sys.executable, "-m", "study.report", "teststudy", "--tracking-uri", tracking_uri(tmp),
-         "--out", str(tmp_path / "r")],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
+    argv = ["teststudy", "--tracking-uri", tracking_uri(tmp), "--out", str(tmp_path / "r")]
+    out = in_process(report_main, argv)  # the command's main, without a process's imports
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"report: {tmp_path / 'r' / 'README.md'}")
     arms = pd.read_csv(tmp_path / "r" / "arms.csv")

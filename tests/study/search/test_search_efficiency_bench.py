@@ -13,8 +13,6 @@ find everything cached, and the estimates, call its `main` here with Ray forbidd
 
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
 import sys
 
@@ -23,7 +21,7 @@ import pytest
 import search_efficiency  # bench/search_efficiency.py
 from mlflow.tracking import MlflowClient
 
-from tests.study_helpers import REPO
+from tests.study_helpers import REPO, in_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.study]
 
@@ -50,11 +48,7 @@ def _read(
 
     monkeypatch.setattr(search_efficiency, "start_ray", no_ray)
     monkeypatch.chdir(REPO)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        exited = search_efficiency.main(_argv(tmp_path, store, *more))
-    done = subprocess.CompletedProcess(["search_efficiency", *more], exited, out.getvalue(),
-                                       err.getvalue())  # fmt: skip
+    done = in_process(search_efficiency.main, _argv(tmp_path, store, *more))
     assert done.returncode == code, (done.stdout + done.stderr)[-3000:]
     return done
 

@@ -1,21 +1,35 @@
 """The MLflow UI, in a real headless browser, shows a study's arm runs and their summaries,
 and renders its report.
 
-The store a real (tiny-model) study and its report filled is served by `mlflow server` on
+The store a real (tiny-model) study and its report filled is copied to `outputs/mlflow.db` of
+a folder and served there by the README's own `mlflow ui` line (a free port for its 5000), on
 loopback; the runs table is screenshotted (tmp_path/runs.png) and its text checked against
 the arm runs' metrics; the study run's `report/report.html` is opened in the artifact view
-and what its frame shows is checked against the report's Markdown. Skipped, with the reason,
-without chromium or playwright.
+and what its frame shows is checked against the report's Markdown. The browser tests skip,
+with the reason, without chromium or playwright; the server's check does not.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
 import pytest
-from mlflow_server import mlflow_ui_server
+from mlflow_server import LOOPBACK_OPENER  # bench/mlflow_server.py: no proxy for loopback
 
 from tests.mlflow_artifact_view import capture_html_artifact
 from tests.mlflow_ui import SUMMARY_METRICS, browser_unavailable_reason, capture_runs_table
-from tests.study_helpers import runs_by_kind, tracking_uri
+from tests.study_helpers import REPO, runs_by_kind
 
 pytestmark = pytest.mark.study
 
@@ -30,18 +44,78 @@ def parse_table(text: str) -> tuple[list[str], dict[str, dict[str, str]]]:
     return columns, rows
 
 
+def readme_ui_line() -> str:
+    """The README's `mlflow ui` command as a person types it, less `./with-venv`."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    (line,) = [x for x in lines if x.startswith("./with-venv mlflow ui ")]
+    return line.removeprefix("./with-venv ")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
-def ui(finished_study, tmp_path_factory):
-    """The finished study's folder and one `mlflow server` on its store, for both tests: they
-    only read it."""
+def readme_ui(finished_study, tmp_path_factory):
+    """The finished study's folder and the README's `mlflow ui` line serving a copy of its
+    store from `outputs/mlflow.db` (where a study keeps it), for every test here: they only
+    read it. Yields once the UI answers HTTP; its whole session is stopped after."""
+    study, _ = finished_study
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / "outputs").mkdir()
+    shutil.copy(study / "mlflow.db", folder / "outputs" / "mlflow.db")
+    port = _free_port()
+    argv = shlex.split(readme_ui_line().replace("--port 5000", f"--port {port}"))
+    assert argv[0] == "mlflow" and f"--port {port}" in " ".join(argv), argv
+    argv[0] = str(Path(sys.executable).parent / "mlflow")
+    with open(folder / "ui.log", "wb") as log:
+        server = subprocess.Popen(argv, cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert server.poll() is None, (folder / "ui.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the README's mlflow ui did not answer in 180 s"
+            with contextlib.suppress(OSError):
+                LOOPBACK_OPENER.open(f"{base_url}/", timeout=2)
+                break
+            time.sleep(0.5)
+        yield study, base_url
+    finally:
+        # SIGTERM to the session it leads: `mlflow ui` and its server's workers stop together
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+def test_the_readme_command_serves_the_study(readme_ui):
+    """The README's line, run as written in a folder with the study's store at
+    `outputs/mlflow.db`, serves it: its REST API lists the study's experiment and its runs."""
+    study, base_url = readme_ui
+    request = urllib.request.Request(
+        f"{base_url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=teststudy"
+    )
+    with LOOPBACK_OPENER.open(request, timeout=30) as answer:
+        experiment = json.load(answer)["experiment"]
+    body = json.dumps({"experiment_ids": [experiment["experiment_id"]], "max_results": 1000})
+    search = urllib.request.Request(f"{base_url}/api/2.0/mlflow/runs/search", body.encode(),
+                                    headers={"Content-Type": "application/json"})  # fmt: skip
+    with LOOPBACK_OPENER.open(search, timeout=30) as answer:
+        served = {run["info"]["run_id"] for run in json.load(answer)["runs"]}
+    stored = {run.info.run_id for runs in runs_by_kind(study).values() for run in runs}
+    assert served == stored and stored
+
+
+@pytest.fixture(scope="module")
+def ui(readme_ui):
+    """The README's UI, for the tests that drive it in a headless browser."""
     reason = browser_unavailable_reason()
     if reason:
         pytest.skip(f"no headless browser for the MLflow UI check: {reason}")
-    study, _ = finished_study
-    workdir = tmp_path_factory.mktemp("server")
-    with mlflow_ui_server(tracking_uri(study), workdir=workdir) as base_url:
-        assert base_url.startswith("http://127.0.0.1:")
-        yield study, base_url
+    return readme_ui
 
 
 def test_runs_table_shows_arm_summary_runs_and_metrics(ui, tmp_path):

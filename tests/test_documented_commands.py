@@ -77,6 +77,10 @@ def written(command: str, **options) -> Way:
     return Way("as written", command.removeprefix("./with-venv "), **options)
 
 
+THIRD_RUN = (
+    "./with-venv python -m study.run ner_depth --set "
+    "'seeds=[400,401,402,403,404,405,406,407,408,409]'"
+)
 CHECKPOINT_RUN = (
     "./with-venv python -m study.run ner_depth --set fixed.eval_test_each_time=true --set "
     "'seeds=[1000,1001,1002,1003,1004,1005]' --set phases.confirm.seeds=6 --set "
@@ -189,6 +193,7 @@ WAYS: dict[str, Way] = {
     ),  # fmt: skip
     # --- docs/benchmarks.md: the checkpoint run of bench/checkpoint_choice.py
     CHECKPOINT_RUN: dry(CHECKPOINT_RUN, "72 trial-epochs of MiniLM"),
+    THIRD_RUN: dry(THIRD_RUN, "120 trial-epochs of MiniLM"),
     # --- README.md
     "./with-venv python -m study.run ner_depth": dry(
         "./with-venv python -m study.run ner_depth", "120 trial-epochs of MiniLM"

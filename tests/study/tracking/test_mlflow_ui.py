@@ -17,7 +17,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from mlflow_server import LOOPBACK_OPENER  # bench/mlflow_server.py: no proxy for loopback
+from servers import free_port  # bench/servers.py
 
 from tests.mlflow_artifact_view import capture_html_artifact
 from tests.mlflow_ui import SUMMARY_METRICS, browser_unavailable_reason, capture_runs_table
@@ -51,12 +51,6 @@ def readme_ui_line() -> str:
     return line.removeprefix("./with-venv ")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def readme_ui(finished_study, tmp_path_factory):
     """The finished study's folder and the README's `mlflow ui` line serving a copy of its
@@ -66,7 +60,7 @@ def readme_ui(finished_study, tmp_path_factory):
     folder = tmp_path_factory.mktemp("readme")
     (folder / "outputs").mkdir()
     shutil.copy(study / "mlflow.db", folder / "outputs" / "mlflow.db")
-    port = _free_port()
+    port = free_port()
     argv = shlex.split(readme_ui_line().replace("--port 5000", f"--port {port}"))
     assert argv[0] == "mlflow" and f"--port {port}" in " ".join(argv), argv
     argv[0] = str(Path(sys.executable).parent / "mlflow")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -14,6 +13,7 @@ from collections import Counter
 import pytest
 from mlflow.tracking import MlflowClient
 from mlflow_server import mlflow_server, mlflow_ui_server
+from servers import free_port
 
 from study.tracking import store
 from study.tracking.store import StudyTracker, patiently
@@ -26,12 +26,6 @@ from tests.study_helpers import (
 )
 
 pytestmark = pytest.mark.study
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _read_until(driver: subprocess.Popen, lines: list[str], finished: int, limit_s: float):
@@ -50,7 +44,7 @@ def test_study_outlives_a_tracking_server_outage(tmp_path):
     surface, pace = paced({**TWIN_SURFACE, "step_s": 0.25}, tmp_path)
     study = write_synthetic_twin(tmp_path, trainable={"synthetic": surface})
     backend = f"sqlite:///{tmp_path / 'server.db'}"
-    port, workdir = _free_port(), tmp_path / "server"
+    port, workdir = free_port(), tmp_path / "server"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     lines: list[str] = []
     with mlflow_ui_server(backend, port=port, workdir=workdir) as url:

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,14 +29,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from servers import free_port  # bench/servers.py
+
 # Straight to the local server, whatever proxy the environment names.
 LOOPBACK_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def _tail(path: Path, chars: int = 4000) -> str:
@@ -47,8 +42,29 @@ def _tail(path: Path, chars: int = 4000) -> str:
         return ""
 
 
-def _stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """SIGTERM the server's process group (the CLI and its uvicorn child), then SIGKILL."""
+def wait_answering(proc: subprocess.Popen, url: str, log_path: Path, timeout: float) -> None:
+    """Wait until `url` answers HTTP 200 (a server started in `proc`, logging to `log_path`);
+    fails with the log's tail if the server exits first or is still silent after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"the server exited with {proc.returncode} before it answered:\n" + _tail(log_path)
+            )
+        try:
+            with LOOPBACK_OPENER.open(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} did not answer in {timeout:.0f}s:\n" + _tail(log_path))
+        time.sleep(0.25)
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM the process group `proc` leads (started with `start_new_session`: a server's
+    CLI and its uvicorn workers), then SIGKILL what is left."""
     if proc.poll() is None or _group_alive(proc.pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -90,7 +106,7 @@ class MlflowServer:
             raise ValueError(f"only a loopback host is allowed, not {host!r}")
         self.backend_store_uri = backend_store_uri
         self.work = work
-        self.port = port or _free_port(host)
+        self.port = port or free_port()
         self.url = f"http://{host}:{self.port}"
         self.log_path = work / "mlflow-server.log"
         self.startup_timeout = startup_timeout
@@ -125,28 +141,7 @@ class MlflowServer:
                 start_new_session=True,
             )
         self.starts += 1
-        self._wait_healthy(self._proc)
-
-    def _wait_healthy(self, proc: subprocess.Popen) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"mlflow server exited with {proc.returncode} before it was up:\n"
-                    + _tail(self.log_path)
-                )
-            try:
-                with LOOPBACK_OPENER.open(f"{self.url}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"mlflow server not healthy after {self.startup_timeout:.0f}s:\n"
-                    + _tail(self.log_path)
-                )
-            time.sleep(0.25)
+        wait_answering(self._proc, f"{self.url}/health", self.log_path, self.startup_timeout)
 
     def kill(self) -> None:
         """SIGKILL the whole process group, with no chance to finish a request or a commit."""
@@ -160,7 +155,7 @@ class MlflowServer:
     def stop(self) -> None:
         """SIGTERM the group, then SIGKILL what is left."""
         if self._proc is not None:
-            _stop_group(self._proc)
+            stop_group(self._proc)
             self._proc = None
 
 

@@ -80,6 +80,8 @@ def start_early(config: pytest.Config) -> None:
     plain_run = config.args_source == pytest.Config.ArgsSource.TESTPATHS
     if not plain_run or option.keyword or option.collectonly or getattr(option, "lf", False):
         return
+    if _under_xdist(config):
+        return
     if option.markexpr:
         keeps = Expression.compile(option.markexpr).evaluate(lambda name, **_: name in MARKS)
         if not keeps:
@@ -87,11 +89,18 @@ def start_early(config: pytest.Config) -> None:
     config.stash[_KEY] = BackgroundStudy()
 
 
+def _under_xdist(config: pytest.Config) -> bool:
+    """Whether pytest-xdist spreads the tests over workers (`-n N`): its controller runs no
+    test and every worker collects every test, so a study started here would run where its
+    test may not. Under -n the smoke test starts its study when it runs (`started`)."""
+    return hasattr(config, "workerinput") or bool(getattr(config.option, "numprocesses", None))
+
+
 def start_if_selected(session: pytest.Session) -> None:
     """Called when collection ends: if the smoke test is among the tests to run, move it to
     the end and start its study now (unless it started early); if not, stop one that did."""
     smoke = [item for item in session.items if item.nodeid == SMOKE_NODE]
-    if not smoke or session.config.option.collectonly:
+    if not smoke or session.config.option.collectonly or _under_xdist(session.config):
         remove(session.config)
         return
     session.items.remove(smoke[0])

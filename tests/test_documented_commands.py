@@ -199,7 +199,7 @@ WAYS: dict[str, Way] = {
         "./with-venv python -m study.run ner_depth", "120 trial-epochs of MiniLM"
     ),
     "./with-venv pytest": elsewhere(TIER, "the default tier, which this test is part of"),
-    "./with-venv pytest -m slow": elsewhere(TIER, "the slow tier, which this test is part of"),
+    "./with-venv pytest -m slow -n 2": elsewhere(TIER, "the slow tier, which this test is part of"),
     "./with-venv mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db --host 127.0.0.1 "
     "--port 5000 --workers 1": elsewhere(
         "tests/study/tracking/test_mlflow_ui.py::test_the_readme_command_serves_the_study",

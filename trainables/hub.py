@@ -74,6 +74,14 @@ def unreachable_hint(host: str | None) -> str:
     return f"; the hub's host {host} does not resolve here, so only its cache was read"
 
 
+def load_failure(err: BaseException, host: str | None) -> str:
+    """Why a load failed, on one line: the library's first line and, where the hub was not
+    asked (`host` from `cache_only_if_unreachable`), that only its cache was read."""
+    from trainables.errors import first_line
+
+    return f"{first_line(err).rstrip('.')}{unreachable_hint(host)}"
+
+
 _OFFLINE_LOCK = threading.Lock()
 
 

@@ -30,8 +30,8 @@ from study.spec.stages import check_stage_factor, locate_stage_data
 from study.spec.trainable import SYNTHETIC_MODEL, surface_shape, trainable_setting
 from study.spec.validated import Metric, StudySpec
 from trainables.data.sources import CORPUS_KINDS, SPLITS, UNTYPED, data_inputs
-from trainables.errors import ConfigError, ModelError, first_line
-from trainables.hub import cache_only_if_unreachable, unreachable_hint
+from trainables.errors import ConfigError, ModelError
+from trainables.hub import cache_only_if_unreachable, load_failure
 from trainables.settings import (
     LAYOUTS,
     MAX_SEED,
@@ -350,7 +350,7 @@ def _model_shape(doc: Doc, model: str, resolve_layers: bool, download: bool) -> 
     except Exception as err:  # transformers raises many kinds; each becomes one line
         if hub_only:
             return Shape(0, 0)
-        reason = f"{first_line(err).rstrip('.')}{unreachable_hint(unreachable)}"
+        reason = load_failure(err, unreachable)
         raise doc.fail(("model",), f"cannot read the config of {model!r}: {reason}") from None
     return _shape(doc, model, config)
 

@@ -7,7 +7,9 @@ family, and every random draw comes from one seeded generator.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -21,8 +23,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from trainables.errors import ModelError, first_line
-from trainables.hub import cache_only_if_unreachable, unreachable_hint
+from trainables.errors import ModelError
+from trainables.hub import cache_only_if_unreachable, load_failure
 from trainables.model import hf_internals, surgery, tiny
 from trainables.model.dropout import use_mask_attention_dropout, use_mask_dropout
 from trainables.model.embedding_gradient import use_row_gradient_embeddings
@@ -37,15 +39,15 @@ from trainables.settings.model_source import (  # noqa: F401 - EMBEDDED_MODEL re
 IGNORE_INDEX = -100
 
 
-def _load_config(
-    resolved: str, name: str, revision: str | None, hint: str = ""
-) -> PretrainedConfig:
+@contextlib.contextmanager
+def _loading(part: str, name: str, unreachable: str | None) -> Iterator[None]:
+    """The loaders' failures (transformers raises these three kinds for a missing, private or
+    malformed model) as one line naming the part that failed."""
     try:
-        return AutoConfig.from_pretrained(resolved, revision=revision)
+        yield
     except (OSError, ValueError, KeyError) as err:
-        raise ModelError(
-            f"cannot load the config of model {name!r}: {first_line(err).rstrip('.')}{hint}"
-        ) from err
+        why = load_failure(err, unreachable)
+        raise ModelError(f"cannot load the {part} of model {name!r}: {why}") from err
 
 
 def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
@@ -55,35 +57,12 @@ def _model_kwargs(config: PretrainedConfig) -> dict[str, bool]:
     return {"add_pooling_layer": False} if "add_pooling_layer" in params else {}
 
 
-def _load_model(
-    resolved: str, name: str, config: PretrainedConfig, revision: str | None, hint: str = ""
-) -> PreTrainedModel:
-    try:
-        with quiet_transformers():
-            return AutoModel.from_pretrained(
-                resolved, config=config, revision=revision, **_model_kwargs(config)
-            )
-    except (OSError, ValueError, KeyError) as err:
-        raise ModelError(
-            f"cannot load the weights of model {name!r}: {first_line(err).rstrip('.')}{hint}"
-        ) from err
-
-
 # Byte-level BPE tokenizers must be told that pre-split words are preceded by a space,
 # otherwise every word is encoded as if it were glued to the previous one.
 NEEDS_PREFIX_SPACE = ("roberta",)
 
 
-def _load_tokenizer(
-    resolved: str, name: str, model_type: str, revision: str | None, hint: str = ""
-) -> PreTrainedTokenizerBase:
-    kwargs = {"add_prefix_space": True} if model_type in NEEDS_PREFIX_SPACE else {}
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(resolved, revision=revision, **kwargs)
-    except (OSError, ValueError, KeyError) as err:
-        raise ModelError(
-            f"cannot load the tokenizer of model {name!r}: {first_line(err).rstrip('.')}{hint}"
-        ) from err
+def _checked_tokenizer(tokenizer: PreTrainedTokenizerBase, name: str) -> PreTrainedTokenizerBase:
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(
             f"model {name!r} has a slow tokenizer ({type(tokenizer).__name__}); a fast tokenizer "
@@ -124,12 +103,17 @@ def load_encoder(
     at once (trainables.hub) rather than after half a minute of retries."""
     resolved = model_folder(name_or_path)
     with cache_only_if_unreachable(resolved) as unreachable:
-        hint = unreachable_hint(unreachable)
-        config = _load_config(resolved, name_or_path, revision, hint)
+        with _loading("config", name_or_path, unreachable):
+            config = AutoConfig.from_pretrained(resolved, revision=revision)
         surgery.check_model_type(config.model_type)
-        model = _load_model(resolved, name_or_path, config, revision, hint)
-        tokenizer = _load_tokenizer(resolved, name_or_path, config.model_type, revision, hint)
-    return model, tokenizer
+        with _loading("weights", name_or_path, unreachable), quiet_transformers():
+            model = AutoModel.from_pretrained(
+                resolved, config=config, revision=revision, **_model_kwargs(config)
+            )
+        prefix_space = {"add_prefix_space": True} if config.model_type in NEEDS_PREFIX_SPACE else {}
+        with _loading("tokenizer", name_or_path, unreachable):
+            tokenizer = AutoTokenizer.from_pretrained(resolved, revision=revision, **prefix_space)
+    return model, _checked_tokenizer(tokenizer, name_or_path)
 
 
 class Tagger(nn.Module):

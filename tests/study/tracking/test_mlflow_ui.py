@@ -11,20 +11,16 @@ with the reason, without chromium or playwright; the server's check does not.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from mlflow_server import LOOPBACK_OPENER  # bench/mlflow_server.py: no proxy for loopback
+from mlflow_server import LOOPBACK_OPENER, stop_group, wait_answering  # bench/mlflow_server.py
 from servers import free_port  # bench/servers.py
 
 from tests.mlflow_artifact_view import capture_html_artifact
@@ -69,20 +65,10 @@ def readme_ui(finished_study, tmp_path_factory):
                                   start_new_session=True)  # fmt: skip
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None, (folder / "ui.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "the README's mlflow ui did not answer in 180 s"
-            with contextlib.suppress(OSError):
-                LOOPBACK_OPENER.open(f"{base_url}/", timeout=2)
-                break
-            time.sleep(0.5)
+        wait_answering(server, f"{base_url}/", folder / "ui.log", timeout=180)
         yield study, base_url
-    finally:
-        # SIGTERM to the session it leads: `mlflow ui` and its server's workers stop together
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
+    finally:  # `mlflow ui` and its server's workers stop together
+        stop_group(server, grace=60)
 
 
 def test_the_readme_command_serves_the_study(readme_ui):

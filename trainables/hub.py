@@ -20,6 +20,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from trainables.errors import first_line
+
 # A hub id is "name" or "owner/name" made of word characters, '-' and '.'.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
@@ -77,8 +79,6 @@ def unreachable_hint(host: str | None) -> str:
 def load_failure(err: BaseException, host: str | None) -> str:
     """Why a load failed, on one line: the library's first line and, where the hub was not
     asked (`host` from `cache_only_if_unreachable`), that only its cache was read."""
-    from trainables.errors import first_line
-
     return f"{first_line(err).rstrip('.')}{unreachable_hint(host)}"
 
 

@@ -12,13 +12,13 @@ escaping exception is the traceback a user would see.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from servers import free_port  # bench/servers.py: a port nothing listens on
 from transformers import AutoConfig
 
 from tests.study_helpers import REPO, run_in_process, study_command, write_study
@@ -107,21 +107,15 @@ def _yaml_syntax(tmp: Path, base: dict):
     return [path], f"teststudy.yaml:{line}:16: YAML syntax error: mapping values are not allowed"
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _unreachable_address(tmp: Path, base: dict):
-    address = f"127.0.0.1:{_closed_port()}"
+    address = f"127.0.0.1:{free_port()}"
     return [str(_study_with(tmp, base)), "--address", address], (
         f"cannot start or reach --address {address}: nothing answers there"
     )
 
 
 def _tracking_server_down(tmp: Path, base: dict):
-    url = f"http://127.0.0.1:{_closed_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     study = str(_study_with(tmp, base))
     return [study, "--tracking-uri", url], f"MLflow tracking server {url} is not reachable"
 

@@ -10,24 +10,17 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from pathlib import Path
 
 from hypothesis import example, given
 from hypothesis import strategies as st
+from servers import free_port  # bench/servers.py: a port nothing listens on
 
 from tests.study.fuzz.harness import CommandServer, check_outcome, fuzz_settings
 from tests.study.fuzz.strategies import long_strings
 from trainables.errors import joined
 
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-PORT = _closed_port()
+PORT = free_port()
 PATH_MAX = os.pathconf("/", "PC_PATH_MAX")
 # a command-line argument holds no NUL character (the C strings of argv cannot)
 LOCAL_TEXT = st.text(st.characters(exclude_characters="\x00"), max_size=20).filter(

@@ -339,12 +339,13 @@ def run_study(args: argparse.Namespace, scratch: Path) -> None:
     folder.mkdir(parents=True)
     command = [sys.executable, "-m", "study.run", *study_arguments(args, folder)]
     print(f"\nstudy: {' '.join(command[1:])}", flush=True)
+    log = folder / "study.log"  # all of it: the verdict on success, the cause on failure
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+    with log.open("w") as sink:
+        done = subprocess.run(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - started
-    print(f"  exit {done.returncode} in {wall:.0f} s ({args.study_gpu:g} GPU a trial)")
-    if done.returncode:
-        print(f"  its last lines:\n{done.stderr[-3000:]}")
+    print(f"  exit {done.returncode} in {wall:.0f} s ({args.study_gpu:g} GPU a trial); {log}")
+    print("  its last lines:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
 
 
 def gpu_line(peak: float | None, given: bool) -> str:

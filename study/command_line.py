@@ -41,8 +41,8 @@ EXIT_CODES = {
     EXIT_BAD_INPUT: "bad input: the study file, a flag or a server; one line says which and "
     "why,\n       and nothing is written",
     EXIT_STORAGE: "the storage is full or does not answer: fix that, then --resume",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C or a stopped phase): the state is saved, --resume "
-    "continues",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM or a stopped phase): the state is saved, "
+    "--resume continues",
 }
 
 

@@ -20,7 +20,10 @@ import dataclasses
 import logging
 import os
 import shlex
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,7 +50,7 @@ from study.progress.log_format import log_to_terminal
 from study.progress.quiet import quiet_driver
 from study.spec import StudySpec, load_study
 from study.spec.stages import study_stages
-from trainables.command_line import EXIT_BAD_INPUT, leaving_quickly
+from trainables.command_line import EXIT_BAD_INPUT, leaving_quickly, pipe_closed_quietly
 from trainables.errors import UserInputError, joined, printable
 
 if TYPE_CHECKING:  # the driver's Ray, Tune and MLflow: imported where a study runs, so that
@@ -100,13 +103,41 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print(listing(study_entries()))
         return EXIT_OK
+    with _terminate_as_ctrl_c():
+        try:
+            return run(args).exit_code
+        except UserInputError as err:
+            return _fail(str(err))
+        except KeyboardInterrupt:
+            print(interrupted_line(args), file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+def _sigterm_as_sigint(signum: int, frame: object) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _terminate_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (`kill`, `timeout`, a batch scheduler's or a container's stop) ends the command
+    as Ctrl-C does: Tune stops the trials and saves its state, and the resume command is
+    printed. Ray's core replaces this handler with its own, which aborts with a stack dump,
+    when it starts in the driver: `_run` sets it again after that (`_kept_handler`). Only in
+    the main thread, where Python runs signal handlers; the previous handler comes back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _sigterm_as_sigint)
     try:
-        return run(args).exit_code
-    except UserInputError as err:
-        return _fail(str(err))
-    except KeyboardInterrupt:
-        print(interrupted_line(args), file=sys.stderr)
-        return EXIT_INTERRUPTED
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _kept_handler(signum: int, handler: object) -> None:
+    """Set a Python signal handler again after Ray's core may have replaced it."""
+    if callable(handler) and threading.current_thread() is threading.main_thread():
+        signal.signal(signum, handler)
 
 
 def run(args: argparse.Namespace) -> StudyOutcome:
@@ -150,9 +181,11 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
     from study.tracking.start import DriverTime, open_study_runs
 
     spec, plan, store, study_dir, state, uri, optuna_url = check_before_writing(args, spec, held)
+    on_term = signal.getsignal(signal.SIGTERM)
     tracker, ray_started = start_tracking_and_ray(
         uri, spec.name, args.address, args.num_cpus, store, args.verbose
     )
+    _kept_handler(signal.SIGTERM, on_term)
     if args.address:  # not refused: an autoscaling cluster may yet add a node that fits
         waiting = unplaceable_on_cluster(spec.resources)
         if waiting:
@@ -321,7 +354,7 @@ def _progress(plan: StudyPlan, state: StudyState, verbose: bool) -> StudyProgres
 def command() -> int:
     """`python -m study.run` and the installed `study-run`: `main`, then an exit that skips
     the interpreter's last garbage collection, its sqlite stores closed first."""
-    return leaving_quickly(stores_closed(main()))
+    return leaving_quickly(stores_closed(pipe_closed_quietly(main)))
 
 
 if __name__ == "__main__":

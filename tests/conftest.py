@@ -69,7 +69,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _named_tests_run(config)
     background_study.start_early(config)
+
+
+def _named_tests_run(config: pytest.Config) -> None:
+    """A test named by its node id runs whatever its tier (`pytest tests/x.py::test_y`): the
+    default tier's `-m 'not slow'` (pyproject's addopts) would otherwise deselect a slow one
+    and say only "1 deselected". Another marker expression on the command line still wins."""
+    args = config.args
+    if config.option.markexpr == "not slow" and args and all("::" in arg for arg in args):
+        config.option.markexpr = ""
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

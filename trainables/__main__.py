@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from trainables.command_line import leaving_quickly, trial_parser
+from trainables.command_line import leaving_quickly, pipe_closed_quietly, trial_parser
 from trainables.errors import TrainingDiverged, UserInputError, joined
 from trainables.input_files import MAX_SETTINGS_BYTES, read_bounded
 from trainables.settings.config import TrialConfig
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 def command() -> int:
     """`python -m trainables` and the installed `trainables-run`: `main`, then an exit that skips
     the interpreter's last garbage collection."""
-    return leaving_quickly(main())
+    return leaving_quickly(pipe_closed_quietly(main))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 EXIT_BAD_INPUT = 2  # a flag, a file or a server is wrong: one line says which and why
+EXIT_PIPE_CLOSED = 141  # a Unix filter's status when its reader goes first (128 + SIGPIPE)
 HELP_WIDTH = 100  # fixed, so that `--help` and docs/cli.md do not depend on the terminal
 
 
@@ -51,6 +54,20 @@ def leaving_quickly(code: int) -> int:
     that goes on would keep every frozen object until it exits."""
     gc.freeze()
     return code
+
+
+def pipe_closed_quietly(main: Callable[[], int]) -> int:
+    """`main()`, except that a reader that stops early (`--list | head -1`) ends the command
+    as it ends any Unix filter, quietly, not with a BrokenPipeError traceback. Its output is
+    flushed here, inside the catch, and stdout then points at /dev/null, so that the
+    interpreter's own flush at exit finds no closed pipe either."""
+    try:
+        code = main()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
 
 
 def exit_codes(codes: dict[int, str]) -> str:

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING
 from study.folder_names import check_name, inside
 from study.names import tracking_uri
 from study.outputs import DEFAULT_TRACKING, stores_closed
-from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
+from trainables.command_line import (
+    EXIT_BAD_INPUT,
+    OneLineParser,
+    exit_codes,
+    leaving_quickly,
+    pipe_closed_quietly,
+)
 from trainables.errors import UserInputError, joined
 
 if TYPE_CHECKING:  # MLflow and the trial readers: imported once the command line is read, so that
@@ -162,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 def command() -> int:
     """`python -m study.export` and the installed `study-export`: `main`, then an exit that skips
     the interpreter's last garbage collection, its sqlite stores closed first."""
-    return leaving_quickly(stores_closed(main()))
+    return leaving_quickly(stores_closed(pipe_closed_quietly(main)))
 
 
 if __name__ == "__main__":

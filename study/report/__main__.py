@@ -18,7 +18,13 @@ from pathlib import Path
 from study.names import tracking_uri
 from study.outputs import DEFAULT_REPORTS, DEFAULT_TRACKING, stores_closed
 from study.progress.log_format import LOG_DATE_FORMAT, LOG_FORMAT
-from trainables.command_line import EXIT_BAD_INPUT, OneLineParser, exit_codes, leaving_quickly
+from trainables.command_line import (
+    EXIT_BAD_INPUT,
+    OneLineParser,
+    exit_codes,
+    leaving_quickly,
+    pipe_closed_quietly,
+)
 from trainables.errors import UserInputError, joined
 
 EXAMPLES = """examples:
@@ -82,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 def command() -> int:
     """`python -m study.report` and the installed `study-report`: `main`, then an exit that skips
     the interpreter's last garbage collection, its sqlite stores closed first."""
-    return leaving_quickly(stores_closed(main()))
+    return leaving_quickly(stores_closed(pipe_closed_quietly(main)))
 
 
 if __name__ == "__main__":

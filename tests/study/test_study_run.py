@@ -271,6 +271,29 @@ def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path):
     assert model.endswith(f", code `{code}`"), model
 
 
+def test_sigterm_stops_and_saves_as_ctrl_c_does(tmp_path):
+    """`kill PID` (SIGTERM, what `timeout`, batch schedulers and `docker stop` send) to the
+    driver alone, once Ray runs in it: Tune stops and saves as on Ctrl-C, and the resume
+    command is printed, not Ray's core's stack dump and an abort (exit 134) as before."""
+    study = write_synthetic_twin(tmp_path)
+    seen: list[str] = []
+    driver = start_driver(study, tmp_path)
+    assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 2, seen)
+    driver.terminate()
+    try:
+        seen += driver.stdout.read().splitlines(keepends=True)
+        code = driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    output = "".join(seen)
+    assert code == 130, output[-3000:]
+    assert "SIGTERM received" not in output and not driver_tracebacks(output), output[-3000:]
+    assert f"python -m study.run {study.stem} --profile default --resume" in output
+    (study_run,) = runs_by_kind(tmp_path)["study"]
+    assert study_run.data.tags["state"] == "interrupted"
+
+
 def test_resume_without_an_earlier_run_is_a_clear_error(tmp_path, tiny_model, tiny_corpus):
     study = write_study(tmp_path, str(tiny_model), tiny_corpus)
     code, _, err = run_in_process(study_command(study, tmp_path, "--resume"))

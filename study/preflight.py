@@ -1,7 +1,7 @@
 """What a study's run refuses before it writes anything anywhere: the tracking server, the
 storage and its lock, the report folder, the overrides of a resumed run, the precision, the
-data (the same check as --dry-run's, so both refuse the same input with the same line), the
-cluster's address, the local resources and CUDA, and the Optuna storage. Kept apart from
+data and the model (the same checks as --dry-run's, so both refuse the same input with the same
+line), the cluster's address, the local resources and CUDA, and the Optuna storage. Kept apart from
 study/run.py, which runs the steps, so that the list of refusals reads in one place.
 """
 
@@ -23,6 +23,7 @@ from study.spec.stages import check_stage_data
 from trainables.data.relabel import LabelMapError
 from trainables.data.sources import LabelMap, Splits, load_checked_splits
 from trainables.errors import UserInputError, joined
+from trainables.hub import CACHE_ONLY
 
 if TYPE_CHECKING:  # imported where a study runs, so that --help answers without them
     from study.execution import StudyStore
@@ -60,6 +61,7 @@ def check_before_writing(
     state.overrides = list(args.overrides)
     spec = settle_precision(spec, state, resumed=args.resume, local=args.address is None)
     data_line = checked_data(spec, args.overrides)
+    checked_model(spec, args.overrides)
     check_address(args.address)
     _check_local_resources(args, spec)
     optuna_url = _optuna_storage(args, uri, store)
@@ -153,6 +155,29 @@ def _study_data(spec: StudySpec, overrides: Sequence[str]) -> tuple[Splits, Labe
     except LabelMapError as err:
         path = ("data", *err.path)
         raise UserInputError(study_error(spec, overrides, path, err.allowed, err.value)) from err
+
+
+def checked_model(spec: StudySpec, overrides: Sequence[str], planning: bool = False) -> str:
+    """The study's model, its config read as a trial reads it, in a few words. Reading the
+    study file asks only the Hugging Face cache for a hub id (a cluster's study is planned on
+    a laptop); a run asks the hub too, here, and refuses a model it cannot read at the file's
+    `model` line before anything is written: every trial would fail on it, after Ray started.
+    `planning` (--dry-run): a model the hub cannot be asked for, being out of reach, is said
+    to be unread, not refused, as the data is."""
+    if spec.synthetic:
+        return "none (synthetic trainable)"
+    if not spec.model_layers:  # a hub id not in the cache: its config from the hub, or why not
+        from study.spec import load_study
+
+        try:
+            spec = load_study(str(spec.path), spec.profile, overrides=overrides, download=True)
+        except UserInputError as err:
+            if planning and CACHE_ONLY in str(err):
+                return (f"{spec.model}, not read here (not in the Hugging Face cache, and the "
+                        "hub is out of reach); the run reads it before it writes anything, and "
+                        "refuses it then if it is still out of reach")  # fmt: skip
+            raise
+    return f"{spec.model}, {spec.model_layers} layers, {spec.model_heads} heads"
 
 
 def _unreachable(err: BaseException) -> bool:

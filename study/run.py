@@ -44,7 +44,7 @@ from study.names import (
 )
 from study.outputs import outputs_line, stores_closed, wants_report
 from study.plan import StudyPlan, make_plan
-from study.preflight import check_before_writing, checked_data
+from study.preflight import check_before_writing, checked_data, checked_model
 from study.progress.line import StudyProgress
 from study.progress.log_format import log_to_terminal
 from study.progress.quiet import quiet_driver
@@ -173,7 +173,8 @@ def _run(args: argparse.Namespace, held: contextlib.ExitStack) -> StudyOutcome:
         os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     if args.dry_run:  # the data read and checked as the real run reads it, nothing written
         data_line = checked_data(spec, args.overrides, planning=True)
-        print(f"{make_plan(spec).describe()}\n  data: {data_line}")
+        model_line = checked_model(spec, args.overrides, planning=True)
+        print(f"{make_plan(spec).describe()}\n  data: {data_line}\n  model: {model_line}")
         return StudyOutcome(EXIT_OK, spec.name)
     print(opening_line(spec, args), flush=True)  # before Ray, MLflow and the checks: seconds
     from study.execution import PhaseContext, start_tracking_and_ray, unplaceable_on_cluster

@@ -69,11 +69,14 @@ def _resolves(host: str) -> bool:
     return True
 
 
+CACHE_ONLY = "so only its cache was read"  # how a load error says the hub was not asked
+
+
 def unreachable_hint(host: str | None) -> str:
     """The words a load error adds when only the cache was read, so the user sees why."""
     if host is None:
         return ""
-    return f"; the hub's host {host} does not resolve here, so only its cache was read"
+    return f"; the hub's host {host} does not resolve here, {CACHE_ONLY}"
 
 
 def load_failure(err: BaseException, host: str | None) -> str:

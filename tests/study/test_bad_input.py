@@ -403,3 +403,36 @@ def test_bad_input_is_one_line_and_writes_nothing(name, tmp_path, base_study, mo
     assert not (tmp_path / "reports").exists()
     results = tmp_path / "ray_results"
     assert not results.exists() or not any(results.iterdir())
+
+
+HUB_MODEL = "no-such-org/no-such-model"  # a hub id in no cache
+
+
+@pytest.fixture
+def hub_out_of_reach(monkeypatch):
+    """The hub's host does not resolve, as on this machine and an air-gapped node (patched, so
+    that a machine that reaches the hub reads the same)."""
+    monkeypatch.setattr("trainables.hub.unreachable_host", lambda: "hub.invalid")
+
+
+def test_a_hub_model_it_cannot_read_is_refused_before_ray_starts(
+    tmp_path, base_study, hub_out_of_reach, monkeypatch
+):
+    """Reading the study file asks only the cache for a hub id; the run asks again before it
+    writes anything, and refuses the model at its line, rather than failing every trial."""
+    command = study_command(_study_with(tmp_path, base_study, model=HUB_MODEL), tmp_path)
+    code, stderr = _run_in_process(command, {}, monkeypatch)
+    assert code == 2, stderr[-2000:]
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("error: ") and f"model: cannot read the config of '{HUB_MODEL}'" in line
+    assert "hub.invalid does not resolve here" in line, line
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "ray_results").exists()
+
+
+def test_dry_run_says_a_hub_model_out_of_reach_is_unread(tmp_path, base_study, hub_out_of_reach):
+    study = _study_with(tmp_path, base_study, model=HUB_MODEL)
+    code, stdout, _ = run_in_process(study_command(study, tmp_path, "--dry-run"))
+    assert code == 0
+    assert f"model: {HUB_MODEL}, not read here (not in the Hugging Face cache" in stdout, stdout
+    local = run_in_process(study_command(_study_with(tmp_path, base_study), tmp_path, "--dry-run"))
+    assert "model: " in local[1] and "layers" in local[1], local[1]

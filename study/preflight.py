@@ -23,7 +23,7 @@ from study.spec.stages import check_stage_data
 from trainables.data.relabel import LabelMapError
 from trainables.data.sources import LabelMap, Splits, load_checked_splits
 from trainables.errors import UserInputError, joined
-from trainables.hub import CACHE_ONLY
+from trainables.hub import only_cache_read
 
 if TYPE_CHECKING:  # imported where a study runs, so that --help answers without them
     from study.execution import StudyStore
@@ -172,7 +172,7 @@ def checked_model(spec: StudySpec, overrides: Sequence[str], planning: bool = Fa
         try:
             spec = load_study(str(spec.path), spec.profile, overrides=overrides, download=True)
         except UserInputError as err:
-            if planning and CACHE_ONLY in str(err):
+            if planning and only_cache_read(str(err)):
                 return (f"{spec.model}, not read here (not in the Hugging Face cache, and the "
                         "hub is out of reach); the run reads it before it writes anything, and "
                         "refuses it then if it is still out of reach")  # fmt: skip

@@ -79,6 +79,14 @@ def unreachable_hint(host: str | None) -> str:
     return f"; the hub's host {host} does not resolve here, {CACHE_ONLY}"
 
 
+def only_cache_read(error: str) -> bool:
+    """Whether a load that failed with `error` asked the Hugging Face cache alone: the hub's
+    host did not resolve (`unreachable_hint`), or HF_HUB_OFFLINE is set."""
+    import huggingface_hub.constants
+
+    return CACHE_ONLY in error or bool(huggingface_hub.constants.HF_HUB_OFFLINE)
+
+
 def load_failure(err: BaseException, host: str | None) -> str:
     """Why a load failed, on one line: the library's first line and, where the hub was not
     asked (`host` from `cache_only_if_unreachable`), that only its cache was read."""

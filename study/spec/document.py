@@ -40,11 +40,22 @@ class Doc:
     overrides: dict[FieldPath, str] = field(default_factory=dict)  # path -> `--set K=V`
 
     def override_of(self, path: FieldPath) -> str | None:
-        """The `--set` option that wrote `path`, or a field around it; None when the file did."""
+        """The `--set` option that wrote `path`, or a field around it, or, for a field the
+        file does not write, a field inside it (`--set fixd.lr=1e-4` wrote `fixd`); None when
+        the file did."""
         for cut in range(len(path), 0, -1):
             if path[:cut] in self.overrides:
                 return self.overrides[path[:cut]]
+        if not self._written(path):
+            for written, option in self.overrides.items():
+                if written[: len(path)] == path:
+                    return option
         return None
+
+    def _written(self, path: FieldPath) -> bool:
+        """Whether the file writes `path`, in its base or in the applied profile."""
+        in_profile = self.profile is not None and ("profiles", self.profile, *path) in self.lines
+        return path in self.lines or in_profile
 
     def _where(self, path: FieldPath) -> tuple[str, str]:
         """What an error about `path` starts with (`file:line` or the override) and the

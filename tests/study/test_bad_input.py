@@ -256,6 +256,9 @@ CASES: dict[str, Case] = {
     "unreachable --address": _unreachable_address,
     "storage not writable": _unwritable_storage,
     "MLflow server down": _tracking_server_down,
+    "override of an unknown top-level key": _override_case(
+        "fixd.lr=1e-4", "--set fixd.lr=1e-4: fixd: unknown key 'fixd' (did you mean 'fixed'?)"
+    ),
     "override of an unknown key": _override_case(
         "fixed.epohcs=5",
         "--set fixed.epohcs=5: fixed.epohcs: unknown factor 'epohcs' (did you mean 'epochs'?)",

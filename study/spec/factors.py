@@ -178,9 +178,23 @@ def _check_head(doc: Doc, path: FieldPath, pair: list, limit: int, heads: int, w
 
 
 def fixed_factors(doc: Doc, fixed: dict, shape: Shape) -> dict[str, Any]:
-    return {
+    checked = {
         name: check_value(doc, ("fixed", name), name, value, shape) for name, value in fixed.items()
     }
+    _check_epochs_beside_budget(doc, checked)
+    return checked
+
+
+def _check_epochs_beside_budget(doc: Doc, fixed: dict[str, Any]) -> None:
+    """`--set fixed.epochs=N` where a budget decides how long each trial trains would change
+    nothing (`epochs` counts only without one): refused, naming the budget, rather than run as
+    if it had. A file may write both (a profile adding a budget to a base's `epochs`)."""
+    budget = fixed.get(BUDGET)
+    if budget and "epochs" in fixed and doc.override_of(("fixed", "epochs")) is not None:
+        raise doc.fail(("fixed", "epochs"), (
+            f"{show(fixed['epochs'])} has no effect: the budget {show(budget)} decides how long "
+            "each trial trains (epochs counts only without one); set fixed.budget instead, or "
+            "fixed.budget=null to train by epochs"))  # fmt: skip
 
 
 def grid_factors(doc: Doc, grid: dict, shape: Shape) -> dict[str, tuple]:

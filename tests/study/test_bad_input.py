@@ -259,6 +259,10 @@ CASES: dict[str, Case] = {
     "override of an unknown top-level key": _override_case(
         "fixd.lr=1e-4", "--set fixd.lr=1e-4: fixd: unknown key 'fixd' (did you mean 'fixed'?)"
     ),
+    "override of epochs beside a budget": lambda tmp, base: (
+        [str(_study_with(tmp, base, fixed__budget={"steps": 40})), "--set", "fixed.epochs=5"],
+        "--set fixed.epochs=5: fixed.epochs: 5 has no effect: the budget {'steps': 40} decides",
+    ),
     "override of an unknown key": _override_case(
         "fixed.epohcs=5",
         "--set fixed.epohcs=5: fixed.epohcs: unknown factor 'epohcs' (did you mean 'epochs'?)",

@@ -21,7 +21,7 @@ NER_DEPTH = str(REPO / "search_spaces" / "ner_depth.yaml")
     [
         ([], 8.0),  # the search profile: until_plateau, max_epochs 8
         (["fixed.budget={steps: 840}"], 840 / search_cost.STEPS_PER_EPOCH),
-        (["fixed.budget={steps: 210}", "fixed.epochs=9"], 2.0),
+        (["fixed.budget={steps: 210}"], 2.0),
         (["fixed.budget=null", "fixed.epochs=5"], 5.0),
     ],
 )

@@ -171,4 +171,5 @@ def check_storage(url: str) -> None:
     if parsed.get_backend_name() == "sqlite" and parsed.database:
         folder = Path(parsed.database).expanduser().resolve().parent
         if not folder.is_dir():
-            raise UserInputError(f"--optuna-storage {url}: the folder {folder} does not exist")
+            problem = "is not a folder" if folder.exists() else "does not exist"
+            raise UserInputError(f"--optuna-storage {url}: the folder {folder} {problem}")

@@ -84,9 +84,12 @@ def probe_sqlite_file(uri: str) -> None:
     warning each time, after Ray has started. Only the header is read: a FIFO or a device is
     refused before it is opened (trainables/input_files.py)."""
     path = sqlite_file(uri)
-    if path is None or not os.path.exists(os.path.expanduser(path)):
-        return  # MLflow makes a new database there
+    if path is None:
+        return
     where = f"MLflow tracking URI {shown_uri(uri)}: {path}"
+    if not os.path.exists(os.path.expanduser(path)):
+        _check_folder(uri, path, where)
+        return  # MLflow makes a new database there
     try:
         with open_regular(os.path.expanduser(path), where, what="an SQLite database",
                           max_bytes=MAX_SQLITE_BYTES) as handle:  # fmt: skip
@@ -98,6 +101,21 @@ def probe_sqlite_file(uri: str) -> None:
             f"{where} is not an SQLite database (its first bytes are not {SQLITE_HEADER!r}); "
             "name a new file for MLflow to make, or an MLflow sqlite store"
         )
+
+
+def _check_folder(uri: str, path: str, where: str) -> None:
+    """A new database's folder must exist, as --optuna-storage's must: MLflow would make any
+    missing folders, so a mistyped path would take the study's record somewhere unseen. The
+    default store's folder, outputs/, is the study's own to make."""
+    from study.names import default_tracking_uri
+
+    folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    outputs = os.path.dirname(sqlite_file(default_tracking_uri()) or "")
+    if os.path.isdir(folder) or folder == outputs:
+        return
+    problem = "is not a folder" if os.path.exists(folder) else "does not exist (make it first)"
+    raise UserInputError(f"{where}: {folder} {problem}; name a file in a folder that "
+                         "exists")  # fmt: skip
 
 
 def probe_server_store(uri: str) -> None:

@@ -256,6 +256,11 @@ CASES: dict[str, Case] = {
     "unreachable --address": _unreachable_address,
     "storage not writable": _unwritable_storage,
     "MLflow server down": _tracking_server_down,
+    "tracking URI in a missing folder": lambda tmp, base: (
+        [str(_study_with(tmp, base)), "--tracking-uri", f"sqlite:///{tmp}/no-such/m.db"],
+        f"MLflow tracking URI sqlite:///{tmp}/no-such/m.db: {tmp}/no-such/m.db: {tmp}/no-such "
+        "does not exist (make it first)",
+    ),
     "override of an unknown top-level key": _override_case(
         "fixd.lr=1e-4", "--set fixd.lr=1e-4: fixd: unknown key 'fixd' (did you mean 'fixed'?)"
     ),

@@ -120,15 +120,23 @@ class StudyProgress:
         self._clearer.remove()
 
     # --- the line --------------------------------------------------------------------------
-    def line(self) -> str:
-        parts = [self._phase_part(phase) for phase in self._phases()]
-        best = self._best()
-        if best:
-            parts.append(best)
+    def line(self, width: int | None = None) -> str:
+        """The whole line, or, in `width` columns (a terminal's), one that keeps its end, the
+        elapsed time and ETA: the running trials' epochs go first, then the best arm's text is
+        cut (`…`), then the best arm."""
         eta = self._eta()
         elapsed = _duration(self.clock() - self.started)
-        parts.append(f"{elapsed}, ETA {_duration(eta)}" if eta is not None else elapsed)
-        return " | ".join(parts)
+        tail = f"{elapsed}, ETA {_duration(eta)}" if eta is not None else elapsed
+        best = self._best()
+        for brief in (False, True):
+            phases = [self._phase_part(phase, brief) for phase in self._phases()]
+            text = " | ".join([*phases, *([best] if best else []), tail])
+            if width is None or len(text) <= width:
+                return text
+        room = width - len(" | ".join([*phases, tail])) - len(" | ")
+        if best and room >= 12:
+            return " | ".join([*phases, best[: room - 1] + "…", tail])
+        return " | ".join([*phases, tail])[-width:]
 
     def _phases(self) -> list[str]:
         return [phase for phase in PHASES if phase in self.planned] + [
@@ -145,9 +153,11 @@ class StudyProgress:
     def _running(self, phase: str) -> list[TrialView]:
         return [v for v in self.current.values() if v.phase == phase and v.state == "running"]
 
-    def _phase_part(self, phase: str) -> str:
+    def _phase_part(self, phase: str, brief: bool = False) -> str:
         running = self._running(phase)
         text = f"{phase} {self._finished(phase)}/{self.planned[phase]}"
+        if running and brief:
+            return text + f" ({len(running)} running)"
         return text + (f" ({running_part(running)})" if running else "")
 
     def _best(self) -> str | None:
@@ -192,7 +202,7 @@ class StudyProgress:
             log.info("progress: %s", self.line())
             return
         width = shutil.get_terminal_size((100, 20)).columns - 1
-        self.stream.write(CLEAR + printable(self.line())[:width])  # arm and metric names
+        self.stream.write(CLEAR + printable(self.line(width))[:width])  # arm and metric names
         self.stream.flush()
         self.on_screen = True
 

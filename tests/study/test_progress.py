@@ -226,3 +226,25 @@ def test_a_staged_trial_shows_its_stage_and_no_bound():
     assert epoch_reached(settings, target) == (0.5, None)
     assert epochs_planned(settings, target) is None
     assert epochs_planned(_settings(epochs=3), {}) is None  # before its first evaluation
+
+
+def test_a_narrow_terminal_keeps_the_elapsed_time_and_eta(clock):
+    """Cut to the terminal's width, the line drops the running trials' epochs, then cuts the
+    best arm's text, never the elapsed time and ETA at its end."""
+    line = progress(clock, stream=io.StringIO(), terminal=False)
+    line.experiment_started(at_once=2)
+    clock.now += 130
+    arm = "depth=full,data_fraction=0.05,reinit_from=4,max_length=128"
+    line.update([view("a", arm=arm, value=0.7),
+                 view("e", state="running", completed=False, seconds=30.0, epoch=1.25,
+                      epochs_planned=3.0)])  # fmt: skip
+    whole = line.line()
+    assert "(1 running: epoch 1.2/3)" in whole and f"best {arm}: dev_f1 0.7000" in whole
+    assert line.line(len(whole)) == whole
+    tail = whole[whole.rindex(" | ") :]
+    assert tail.startswith(" | 2m10s, ETA ")
+    for width in (100, 80, 60, 40):
+        text = line.line(width)
+        assert len(text) <= width and text.endswith(tail), (width, text)
+    assert "(1 running) |" in line.line(100) and "…" in line.line(80)
+    assert "best" not in line.line(60)

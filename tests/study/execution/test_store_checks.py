@@ -12,6 +12,7 @@ from study.execution.storage_outage import (
     unreachable_reason,
 )
 from study.tracking.probe import database_kind, probe_database, shown_uri
+from trainables.errors import UserInputError
 
 REFUSED = (
     "When getting information for key 'ray/x/.validate_storage_marker' in bucket 'runs': "
@@ -50,9 +51,12 @@ def test_a_password_in_a_tracking_uri_is_never_shown(uri, shown):
     assert shown_uri(uri) == shown
 
 
-def test_database_uris_are_told_from_the_rest():
+def test_database_uris_are_told_from_the_rest(tmp_path):
     assert database_kind("postgresql+psycopg://u@h/d") == "postgresql"
     assert database_kind("mysql://u@h/d") == "mysql"
     assert database_kind("sqlite:///x.db") == "sqlite"
     assert database_kind("http://h:5000") is None and database_kind("file:///x") is None
-    probe_database("sqlite:////nonexistent/folder/mlflow.db")  # MLflow's own to create
+    probe_database(f"sqlite:///{tmp_path}/mlflow.db")  # a new file: MLflow's own to create
+    # but not its folder: a mistyped path would take the study's record somewhere unseen
+    with pytest.raises(UserInputError, match="/nonexistent/folder does not exist"):
+        probe_database("sqlite:////nonexistent/folder/mlflow.db")

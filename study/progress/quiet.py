@@ -14,7 +14,8 @@ token, as Ray does by default (`quiet_ray_start`). And Tune logs every failed at
 trial with the worker's whole traceback (some 40 lines); unless `--verbose` it does not, and
 the progress callback says each failure in one line instead (`quiet_driver`); its closing
 `Trials did not complete: [train_tagger_...]`, in Ray's trial ids, stays out too: the study's
-own lines named each errored trial, and its summary counts them.
+own lines named each errored trial, and its summary counts them; so do its lines on Ctrl-C,
+which name Tune's resume call (the study prints its own `--resume` command).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ RAY_LOGGERS = ("ray.train", "ray.tune")
 RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 TUNE_RUN_LOGGER = "ray.tune.tune"  # where tune.run logs "Trials did not complete: [...]"
 INCOMPLETE = "Trials did not complete"
+# what it logs on Ctrl-C: that it stops (said here in the study's words instead) and, once
+# stopped, how to resume with its own API (the study prints its `--resume` command)
+STOPPING = "Stop signal received"
+INTERRUPTED = "Experiment has been interrupted"
 
 
 def quiet_workers() -> None:
@@ -78,7 +83,16 @@ def quiet_driver(verbose: bool) -> None:
 
 
 class _HideIncomplete(logging.Filter):
-    """Drop Tune's list of the trials that errored, in its own ids."""
+    """Drop Tune's list of the trials that errored, in its own ids, and its lines on Ctrl-C:
+    they are written past the progress line without clearing it, and the last gives Tune's
+    resume call, not the study's. The first is said again through the study's logger, which
+    clears the progress line first."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(INCOMPLETE)
+        message = str(record.msg)
+        if message.startswith(STOPPING):
+            logging.getLogger("study").warning(
+                "stopping: the running trials end and the study's state is saved (Ctrl-C "
+                "again skips saving it)"
+            )
+        return not message.startswith((INCOMPLETE, STOPPING, INTERRUPTED))

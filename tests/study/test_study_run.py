@@ -238,6 +238,9 @@ def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path):
     assert code == 130, output[-3000:]
     assert f"python -m study.run {study.stem} --profile default --resume" in output
     assert not driver_tracebacks(output), output[-3000:]
+    # the study's words for Tune's stop, and no Tune resume call beside the study's command
+    assert "stopping: the running trials end" in output, output[-3000:]
+    assert "Stop signal received" not in output and "Tuner.restore" not in output
     # the last progress line counts the trials that ended, not those Ctrl-C stopped
     ended = sum("trial finished: [explore]" in line for line in seen)
     last = [line for line in seen if "study.progress: progress:" in line][-1]
@@ -289,6 +292,7 @@ def test_sigterm_stops_and_saves_as_ctrl_c_does(tmp_path):
     output = "".join(seen)
     assert code == 130, output[-3000:]
     assert "SIGTERM received" not in output and not driver_tracebacks(output), output[-3000:]
+    assert "stopping: the running trials end" in output and "Tuner.restore" not in output
     assert f"python -m study.run {study.stem} --profile default --resume" in output
     (study_run,) = runs_by_kind(tmp_path)["study"]
     assert study_run.data.tags["state"] == "interrupted"

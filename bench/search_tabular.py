@@ -11,7 +11,8 @@ It reads the committed ledgers of bench/search_efficiency.py (the trials,
 bench/search_efficiency_trials.csv, and every evaluation of them,
 bench/search_efficiency_evaluations.csv) and trains nothing. The grid's trials must have scored
 test at every evaluation (`eval_test_each_time`, which the grid sets); a grid cached before that
-is trained again by `python bench/search_efficiency.py --grid-only --test-curves`.
+is trained again by `python bench/search_efficiency.py --grid-only --test-curves` (with a fixed
+840-step budget in fp32, docs/benchmarks.md: whole curves to cut at any budget).
 
 Per budget (trial-epochs per trial, default the grid's longest) and contender
 (bench/tabular_contenders.py says what each does and how seeds are drawn), `--repetitions`
@@ -43,7 +44,10 @@ from tabular_grid import RULES, Grid, as_grid, signed, trial_values
 
 REPO = Path(__file__).resolve().parent.parent
 LEDGER = REPO / "bench" / "search_efficiency_trials.csv"
-RETRAIN = "python bench/search_efficiency.py --grid-only --test-curves"
+RETRAIN = (
+    "python bench/search_efficiency.py --grid-only --test-curves --set "
+    "'fixed.budget={steps: 840}' --set fixed.precision=fp32"
+)  # whole 8-epoch curves
 STREAM = 47  # the first word of every random stream of this bench
 
 
@@ -222,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return replay_kept(args) if args.kept_only else replay_curves(args)
     except ValueError as error:  # no complete grid, or a range holding too few of its lrs
-        say(str(error))
+        unfinished = not args.kept_only and "holds no grid" in str(error)  # as_grid's words
+        more = f"; train the rest of it with: {RETRAIN}" if unfinished else ""
+        say(f"{error}{more}")
         return 2
 
 

@@ -370,8 +370,10 @@ for _line in (
     "./with-venv python bench/same_findings.py --a URI --b URI",
     "./with-venv python bench/search_efficiency.py --set search.lr.low=3e-05",
     "./with-venv python bench/search_efficiency.py --trainable synthetic",
-    "./with-venv python bench/search_efficiency.py --grid-only --estimate --test-curves",
-    "./with-venv python bench/search_efficiency.py --grid-only --test-curves",
+    "./with-venv python bench/search_efficiency.py --grid-only --estimate --test-curves --set "
+    "'fixed.budget={steps: 840}' --set fixed.precision=fp32",
+    "./with-venv python bench/search_efficiency.py --grid-only --test-curves --set "
+    "'fixed.budget={steps: 840}' --set fixed.precision=fp32",
     "./with-venv python bench/search_tabular.py --kept-only --range 1e-4 3e-4 --samples 3 "
     "--repetitions 1000",
     "./with-venv python bench/search_tabular.py --kept-only --range 1e-4 3e-4 --samples 6 "

@@ -229,3 +229,22 @@ def test_kept_only_replays_each_grid_trials_final_scores_without_test_curves(tmp
         search_tabular.parse_args(["--ledger", str(path), "--kept-only", "--budget", "2"])
     narrow = ["--ledger", str(path), "--kept-only", "--range", "1e-9", "2e-9", "--out", str(out)]
     assert search_tabular.main(narrow) == 2
+
+
+def test_kept_only_leaves_out_a_grid_still_being_built(tmp_path):
+    """A second key whose grid has one lr so far (a grid trained over several sittings) is not
+    a grid yet: `--kept-only` replays the complete one without `--key`, and says which it
+    holds when asked for the partial one."""
+    curves = _curves()
+    path = _ledgers(tmp_path, curves, with_test=False)
+    trials = search_ledger.read(path)
+    partial = trials[trials.lr == trials.lr.min()].assign(
+        cache_value="key2", run_id=lambda rows: rows.run_id + "-2", study_run="g2"
+    )
+    search_ledger.write(path, pd.concat([trials, partial]))
+    whole = search_tabular.kept_grid(
+        search_tabular.parse_args(["--ledger", str(path), "--kept-only"])
+    )
+    assert whole is not None and len(whole.lrs) == curves.lr.nunique()
+    asked = search_tabular.parse_args(["--ledger", str(path), "--kept-only", "--key", "key2"])
+    assert search_tabular.kept_grid(asked) is None

@@ -220,21 +220,33 @@ def test_resume_after_two_sigkills_finishes_without_reruns_or_duplicates(
         assert all(t.state.is_finished() for t in trials)
 
 
-def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path):
-    """The driver's Ctrl-C, its resume and the report's header, on the synthetic twin of the
-    tiny study."""
-    study = write_synthetic_twin(tmp_path)
-    seen: list[str] = []
+def _stopped_after_two_trials(
+    study: Path, tmp_path: Path, seen: list[str], signum: int, group: bool
+) -> tuple[int, str]:
+    """Start the driver, send `signum` (to its process group, or to it alone) once two trials
+    ended, and read it to its end: its exit code and all it printed (`seen` holds the lines)."""
     driver = start_driver(study, tmp_path)
     assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 2, seen)
-    os.killpg(driver.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+    if group:
+        os.killpg(driver.pid, signum)
+    else:
+        driver.send_signal(signum)
     try:
         seen += driver.stdout.read().splitlines(keepends=True)
         code = driver.wait(timeout=120)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-    output = "".join(seen)
+    return code, "".join(seen)
+
+
+def test_ctrl_c_stops_saves_and_says_how_to_resume(tmp_path):
+    """The driver's Ctrl-C, its resume and the report's header, on the synthetic twin of the
+    tiny study."""
+    study = write_synthetic_twin(tmp_path)
+    seen: list[str] = []
+    # what Ctrl-C in the terminal sends: SIGINT to the driver's process group
+    code, output = _stopped_after_two_trials(study, tmp_path, seen, signal.SIGINT, group=True)
     assert code == 130, output[-3000:]
     assert f"python -m study.run {study.stem} --profile default --resume" in output
     assert not driver_tracebacks(output), output[-3000:]
@@ -279,17 +291,7 @@ def test_sigterm_stops_and_saves_as_ctrl_c_does(tmp_path):
     driver alone, once Ray runs in it: Tune stops and saves as on Ctrl-C, and the resume
     command is printed, not Ray's core's stack dump and an abort (exit 134) as before."""
     study = write_synthetic_twin(tmp_path)
-    seen: list[str] = []
-    driver = start_driver(study, tmp_path)
-    assert read_until(driver, lambda lines: len(finished_trials(lines)) >= 2, seen)
-    driver.terminate()
-    try:
-        seen += driver.stdout.read().splitlines(keepends=True)
-        code = driver.wait(timeout=120)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-    output = "".join(seen)
+    code, output = _stopped_after_two_trials(study, tmp_path, [], signal.SIGTERM, group=False)
     assert code == 130, output[-3000:]
     assert "SIGTERM received" not in output and not driver_tracebacks(output), output[-3000:]
     assert "stopping: the running trials end" in output and "Tuner.restore" not in output

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from study.folder_names import name_problem
-from study.spec.document import Doc, FieldPath, SpecError, dotted
+from study.spec.document import Doc, FieldPath, SpecError, dotted, suggest
 from study.spec.keys import TOP_LEVEL_KEYS
 from study.spec.profiles import check_profiles
 from trainables.errors import joined
@@ -70,9 +70,10 @@ def find_study(name_or_path: str, folder: Path | None = None) -> Path:
     path = study_files(folder).get(name_or_path)
     if path is not None:
         return _named(path)
-    known = ", ".join(known_studies(folder)) or "(none)"
+    names = tuple(known_studies(folder))
     places = " or ".join(display_path(place) for place in study_folders(folder)) or "(none)"
-    raise SpecError(f"unknown study {name_or_path!r}; known studies in {places}: {known}")
+    raise SpecError(f"unknown study {name_or_path!r}{suggest(name_or_path, names)}; known "
+                    f"studies in {places}: {', '.join(names) or '(none)'}")  # fmt: skip
 
 
 def _named(path: Path) -> Path:

@@ -104,6 +104,8 @@ def test_unknown_study_lists_known_ones(tmp_path, study):
     write(tmp_path, study, "ner_reinit")
     with pytest.raises(SpecError, match="unknown study 'ner_dpeth'.*ner_depth, ner_reinit"):
         load_study("ner_dpeth", folder=tmp_path)
+    with pytest.raises(SpecError, match=r"'ner_dpeth' \(did you mean 'ner_depth'\?\); known"):
+        load_study("ner_dpeth", folder=tmp_path)
 
 
 def test_missing_study_path(tmp_path):

@@ -74,9 +74,14 @@ def trial_values(
     return pd.DataFrame(rows, columns=["arm", "lr", "seed", "dev", "test", "epochs"])
 
 
+class IncompleteGrid(ValueError):
+    """The ledger holds no grid of at least 2 lrs complete on its seeds (yet: a grid can be
+    trained over several sittings)."""
+
+
 def as_grid(values: pd.DataFrame) -> Grid:
     """The values as arrays; only lrs every arm has on every seed, only seeds every point has
-    (a replay indexes them all alike). Raises ValueError when nothing is left."""
+    (a replay indexes them all alike). Raises IncompleteGrid when nothing is left."""
     seeds = sorted(set.intersection(*(set(g.seed) for _, g in values.groupby(["arm", "lr"]))))
     values = values[values.seed.isin(seeds)]
     counts = values.groupby(["arm", "lr"]).seed.nunique()
@@ -84,7 +89,7 @@ def as_grid(values: pd.DataFrame) -> Grid:
     arms = sorted(complete.arm.unique())
     lrs = sorted(set.intersection(*(set(complete[complete.arm == a].lr) for a in arms)))
     if len(arms) < 1 or len(lrs) < 2 or not seeds:
-        raise ValueError("the ledger holds no grid of at least 2 lrs complete on its seeds")
+        raise IncompleteGrid("the ledger holds no grid of at least 2 lrs complete on its seeds")
     table = values.set_index(["arm", "lr", "seed"]).sort_index()
     shape = (len(arms), len(lrs), len(seeds))
     arrays = {name: np.empty(shape) for name in ("dev", "test", "epochs")}

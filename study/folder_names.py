@@ -87,3 +87,11 @@ def check_replaceable(folder: Path) -> None:
             f"cannot write the report: {folder} exists and is not a report (it has no {MARKER} "
             "file); move it away or give another --reports or --out"
         )
+
+
+def folder_problem(folder: Path) -> str | None:
+    """What keeps a new file from being made in `folder` ("is not a folder", "does not
+    exist"), or None: the tracking store's and Optuna's sqlite files are refused alike."""
+    if folder.is_dir():
+        return None
+    return "is not a folder" if folder.exists() else "does not exist"

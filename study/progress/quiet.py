@@ -78,11 +78,11 @@ def quiet_driver(verbose: bool) -> None:
         os.environ.setdefault(OUTPUT_ENGINE_ENV, "0")
         os.environ.setdefault(TRIAL_ERRORS_ENV, "0")
         logger = logging.getLogger(TUNE_RUN_LOGGER)
-        if not any(isinstance(f, _HideIncomplete) for f in logger.filters):
-            logger.addFilter(_HideIncomplete())
+        if not any(isinstance(f, _HideTuneLines) for f in logger.filters):
+            logger.addFilter(_HideTuneLines())
 
 
-class _HideIncomplete(logging.Filter):
+class _HideTuneLines(logging.Filter):
     """Drop Tune's list of the trials that errored, in its own ids, and its lines on Ctrl-C:
     they are written past the progress line without clearing it, and the last gives Tune's
     resume call, not the study's. The first is said again through the study's logger, which

@@ -28,6 +28,7 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from study.folder_names import folder_problem
 from study.search.optuna_internals import trial_id
 from study.search.record import SampleRecord
 from trainables.errors import UserInputError, first_line
@@ -170,6 +171,6 @@ def check_storage(url: str) -> None:
                              "give e.g. sqlite:///optuna.db or none") from None  # fmt: skip
     if parsed.get_backend_name() == "sqlite" and parsed.database:
         folder = Path(parsed.database).expanduser().resolve().parent
-        if not folder.is_dir():
-            problem = "is not a folder" if folder.exists() else "does not exist"
+        problem = folder_problem(folder)
+        if problem:
             raise UserInputError(f"--optuna-storage {url}: the folder {folder} {problem}")

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from pathlib import Path
 
+from study.folder_names import folder_problem
 from study.tracking.mlflow_internals import DATABASE_ENGINES, SQLITE
 from trainables.errors import UserInputError, first_line
 from trainables.input_files import open_regular
@@ -109,13 +111,13 @@ def _check_folder(uri: str, path: str, where: str) -> None:
     default store's folder, outputs/, is the study's own to make."""
     from study.names import default_tracking_uri
 
-    folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
-    outputs = os.path.dirname(sqlite_file(default_tracking_uri()) or "")
-    if os.path.isdir(folder) or folder == outputs:
-        return
-    problem = "is not a folder" if os.path.exists(folder) else "does not exist (make it first)"
-    raise UserInputError(f"{where}: {folder} {problem}; name a file in a folder that "
-                         "exists")  # fmt: skip
+    folder = Path(os.path.abspath(os.path.expanduser(path))).parent
+    outputs = Path(sqlite_file(default_tracking_uri()) or "").parent
+    problem = None if folder == outputs else folder_problem(folder)
+    if problem:
+        first = " (make it first)" if not folder.exists() else ""
+        raise UserInputError(f"{where}: {folder} {problem}{first}; name a file in a folder "
+                             "that exists")  # fmt: skip
 
 
 def probe_server_store(uri: str) -> None:
